@@ -1,0 +1,127 @@
+# Finds every third-party dependency and gives each one an imported target under the
+# `snapcache_dep::` namespace, so the rest of the build never cares how it was found.
+# Nothing here downloads anything: tools/setup.sh installs what is missing.
+
+include_guard(GLOBAL)
+
+# --- small helper: a header (and optionally a library) found by path --------------------------
+function(snapcache_find_by_path target header)
+  cmake_parse_arguments(ARG "" "LIBRARY" "" ${ARGN})
+  string(MAKE_C_IDENTIFIER "${target}" var)
+  find_path(${var}_INCLUDE_DIR ${header})
+  if(NOT ${var}_INCLUDE_DIR)
+    message(FATAL_ERROR "snapcache: ${header} not found; run tools/setup.sh or set CMAKE_PREFIX_PATH")
+  endif()
+  if(ARG_LIBRARY)
+    find_library(${var}_LIBRARY ${ARG_LIBRARY})
+    if(NOT ${var}_LIBRARY)
+      message(FATAL_ERROR "snapcache: library ${ARG_LIBRARY} not found; run tools/setup.sh")
+    endif()
+    add_library(${target} UNKNOWN IMPORTED GLOBAL)
+    set_target_properties(${target} PROPERTIES IMPORTED_LOCATION "${${var}_LIBRARY}")
+  else()
+    add_library(${target} INTERFACE IMPORTED GLOBAL)
+  endif()
+  set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${${var}_INCLUDE_DIR}")
+endfunction()
+
+# --- xxHash: used inline (XXH_INLINE_ALL), so only the header is needed ------------------------
+if(NOT TARGET snapcache_dep::xxhash)
+  snapcache_find_by_path(snapcache_dep::xxhash xxhash.h)
+  set_property(TARGET snapcache_dep::xxhash APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS XXH_INLINE_ALL)
+endif()
+
+# --- zstd -------------------------------------------------------------------------------------
+if(NOT TARGET snapcache_dep::zstd)
+  find_package(zstd CONFIG QUIET)
+  if(TARGET zstd::libzstd_shared)
+    add_library(snapcache_dep::zstd INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(snapcache_dep::zstd INTERFACE zstd::libzstd_shared)
+  else()
+    snapcache_find_by_path(snapcache_dep::zstd zstd.h LIBRARY zstd)
+  endif()
+endif()
+
+# --- fmt --------------------------------------------------------------------------------------
+# The torch wheel ships its own fmt (12.x) in its include directory, which comes before the
+# system one in every target that links torch. To use exactly one fmt everywhere we use Debian's
+# fmt header-only and put a forwarding include directory, holding only a link to Debian's fmt
+# headers, in front of every other include path (see docs/development.md).
+if(NOT TARGET snapcache_dep::fmt)
+  find_path(SNAPCACHE_FMT_INCLUDE_DIR fmt/format.h NO_CMAKE_PATH NO_CMAKE_ENVIRONMENT_PATH
+            PATHS /usr/include /usr/local/include)
+  if(NOT SNAPCACHE_FMT_INCLUDE_DIR)
+    find_path(SNAPCACHE_FMT_INCLUDE_DIR fmt/format.h)
+  endif()
+  if(NOT SNAPCACHE_FMT_INCLUDE_DIR)
+    message(FATAL_ERROR "snapcache: fmt headers not found; run tools/setup.sh")
+  endif()
+  file(STRINGS "${SNAPCACHE_FMT_INCLUDE_DIR}/fmt/core.h" _fmt_ver REGEX "#define FMT_VERSION ")
+  string(REGEX MATCH "[0-9]+" SNAPCACHE_FMT_VERSION "${_fmt_ver}")
+  set(_fwd "${CMAKE_BINARY_DIR}/fmt-forward")
+  file(MAKE_DIRECTORY "${_fwd}")
+  file(CREATE_LINK "${SNAPCACHE_FMT_INCLUDE_DIR}/fmt" "${_fwd}/fmt" SYMBOLIC)
+  add_library(snapcache_dep::fmt INTERFACE IMPORTED GLOBAL)
+  set_target_properties(snapcache_dep::fmt PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_fwd}"
+    INTERFACE_COMPILE_DEFINITIONS "FMT_HEADER_ONLY=1;SNAPCACHE_EXPECTED_FMT_VERSION=${SNAPCACHE_FMT_VERSION}"
+    # -I, not -isystem: -I directories are searched before every -isystem one, torch's included.
+    SYSTEM FALSE)
+  message(STATUS "snapcache: fmt ${SNAPCACHE_FMT_VERSION} (header-only) from ${SNAPCACHE_FMT_INCLUDE_DIR}")
+endif()
+
+# --- nlohmann/json (manifest-free places: config files, CLI --json, digest memo) -------------
+if(NOT TARGET snapcache_dep::json)
+  find_package(nlohmann_json 3 CONFIG QUIET)
+  if(TARGET nlohmann_json::nlohmann_json)
+    add_library(snapcache_dep::json INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(snapcache_dep::json INTERFACE nlohmann_json::nlohmann_json)
+  else()
+    snapcache_find_by_path(snapcache_dep::json nlohmann/json.hpp)
+  endif()
+endif()
+
+# --- Threads ----------------------------------------------------------------------------------
+find_package(Threads REQUIRED)
+
+# --- CUDA toolkit (runtime only; we launch no kernels of our own yet) -------------------------
+find_package(CUDAToolkit REQUIRED)
+
+# --- libtorch, from the pinned PyPI wheel -----------------------------------------------------
+file(STRINGS "${PROJECT_SOURCE_DIR}/cmake/torch-version" SNAPCACHE_TORCH_VERSION LIMIT_COUNT 1)
+set(SNAPCACHE_TORCH_PYTHON "" CACHE FILEPATH
+    "python3 whose torch provides libtorch (default: tools/setup.sh's virtual environment)")
+if(NOT SNAPCACHE_TORCH_PYTHON)
+  if(DEFINED ENV{SNAPCACHE_DEPS_DIR})
+    set(_deps "$ENV{SNAPCACHE_DEPS_DIR}")
+  else()
+    set(_deps "$ENV{HOME}/.cache/snapcache-deps")
+  endif()
+  if(EXISTS "${_deps}/venv-torch-${SNAPCACHE_TORCH_VERSION}/bin/python3")
+    set(SNAPCACHE_TORCH_PYTHON "${_deps}/venv-torch-${SNAPCACHE_TORCH_VERSION}/bin/python3")
+  endif()
+endif()
+if(SNAPCACHE_TORCH_PYTHON)
+  execute_process(COMMAND "${SNAPCACHE_TORCH_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+                  OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_torch_prefix)
+    list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
+  endif()
+endif()
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
+  # Torch's CMake package reads this instead of CMAKE_CUDA_ARCHITECTURES; H100/H200 by default.
+  set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
+endif()
+set(SNAPCACHE_TORCH_CUDA_ARCH_LIST "$ENV{TORCH_CUDA_ARCH_LIST}")
+find_package(Torch REQUIRED)
+if(NOT Torch_VERSION VERSION_EQUAL SNAPCACHE_TORCH_VERSION AND NOT SNAPCACHE_ALLOW_ANY_TORCH)
+  message(FATAL_ERROR "snapcache: found torch ${Torch_VERSION}, pinned ${SNAPCACHE_TORCH_VERSION} "
+                      "(cmake/torch-version); set -DSNAPCACHE_ALLOW_ANY_TORCH=ON to override")
+endif()
+if(NOT TARGET snapcache_dep::torch)
+  add_library(snapcache_dep::torch INTERFACE IMPORTED GLOBAL)
+  target_link_libraries(snapcache_dep::torch INTERFACE ${TORCH_LIBRARIES})
+  # TORCH_CXX_FLAGS carries the C++ ABI define; keep it on everything that sees torch headers.
+  separate_arguments(_torch_flags NATIVE_COMMAND "${TORCH_CXX_FLAGS}")
+  target_compile_options(snapcache_dep::torch INTERFACE ${_torch_flags})
+endif()

@@ -1,0 +1,20 @@
+include_guard(GLOBAL)
+
+# Applied to every target we compile; third-party headers come in as system headers.
+add_library(snapcache_warnings INTERFACE)
+target_compile_options(snapcache_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+  -Woverloaded-virtual -Wformat=2 -Wimplicit-fallthrough -Wmissing-declarations
+  $<$<BOOL:${SNAPCACHE_WERROR}>:-Werror>)
+
+add_library(snapcache_sanitizers INTERFACE)
+if(SNAPCACHE_SANITIZE)
+  target_compile_options(snapcache_sanitizers INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(snapcache_sanitizers INTERFACE -fsanitize=address,undefined)
+endif()
+
+function(snapcache_target_defaults target)
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:snapcache_warnings>
+                                          $<BUILD_INTERFACE:snapcache_sanitizers>)
+endfunction()

@@ -1,0 +1,98 @@
+// What a snapshot is keyed by. Any field that differs gives a different entry, and because each
+// entry stores its full key, a miss can say which fields differ from the nearest entry.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "snapcache/file_system.h"
+#include "snapcache/status.h"
+
+namespace snapcache {
+
+// Bumped whenever the bytes snapcache writes change meaning; part of every key.
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+struct CheckpointFile {
+  std::string path;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::string content_digest;  // optional: XXH3-128 hex of the bytes (see DigestMemo)
+  bool operator==(const CheckpointFile&) const = default;
+};
+
+struct Topology {
+  int tp_rank = 0;
+  int tp_size = 1;
+  int pp_rank = 0;
+  int pp_size = 1;
+  std::map<std::string, std::string> extra;  // room for more (expert parallel, ...)
+  bool operator==(const Topology&) const = default;
+};
+
+struct TorchIdentity {
+  std::string version;       // "2.11.0+cu130"
+  std::string cuda_version;  // "13.0", or "" for a CPU build
+  std::string cxx_abi;       // "cxx11" or "pre-cxx11"
+  bool operator==(const TorchIdentity&) const = default;
+};
+
+struct Key {
+  std::vector<CheckpointFile> checkpoint;
+  std::string source_identity;   // digest or version of the code that prepares the weights
+  TorchIdentity torch;
+  std::string dtype;             // load dtype, e.g. "bfloat16"
+  std::string precision_policy;  // mixed-precision policy, e.g. "w8a16;scales=fp32"
+  Topology topology;
+  std::string component;         // "dit", "h3_encoder", ...
+  std::map<std::string, std::string> options;
+  bool operator==(const Key&) const = default;
+};
+
+// The entry id: XXH3-128 of the canonical encoding, as 32 hex digits.
+std::string key_id(const Key& key);
+
+// Canonical, versioned byte encoding of a key (includes kFormatVersion), and its inverse.
+std::string encode_key(const Key& key);
+Result<Key> decode_key(std::string_view bytes);
+
+// One field that differs between two keys: "torch.version: 2.11.0 != 2.10.0".
+struct KeyDifference {
+  std::string field;
+  std::string wanted;  // in the key asked for
+  std::string found;   // in the entry
+};
+std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
+// "torch.version 2.11.0 != 2.10.0, dtype bfloat16 != float16"
+std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);
+
+// Describes checkpoint files by identity (stat only, no reading).
+Result<std::vector<CheckpointFile>> describe_checkpoint(FileSystem& fs,
+                                                        const std::vector<std::string>& paths);
+
+// A digest of the code that prepares weights: XXH3-128 over each file's path and bytes, plus
+// snapcache's format version. Use it as Key::source_identity.
+Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::string>& paths);
+
+// Remembers (file identity -> content digest) in a small file, so unchanged checkpoint files are
+// never read again and changed ones are hashed again.
+class DigestMemo {
+ public:
+  DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path);
+  // Fills content_digest of each file, reading only files the memo does not know.
+  Status fill_digests(std::vector<CheckpointFile>& files);
+  std::uint64_t bytes_hashed() const { return bytes_hashed_; }
+
+ private:
+  std::shared_ptr<FileSystem> fs_;
+  std::string path_;
+  std::uint64_t bytes_hashed_ = 0;
+};
+
+}  // namespace snapcache

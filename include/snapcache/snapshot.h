@@ -1,0 +1,53 @@
+// The torch front end of the store: publish a rank's named CPU tensors, load them back in a later
+// process as tensors over a private copy-on-write mapping of the entry.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "snapcache/store.h"
+
+namespace snapcache {
+
+// Ordered: the order of publication is the order of loading.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// The torch this process runs: version, CUDA runtime version, C++ ABI. Part of every Key.
+TorchIdentity current_torch_identity();
+
+Result<DType> to_dtype(c10::ScalarType type);
+c10::ScalarType to_scalar_type(DType dtype);
+
+// Describes CPU tensors as storages and tensor records. Tensors that share a storage are stored
+// once; each storage is stored from its start up to the last byte any tensor uses, so shapes,
+// strides and storage offsets come back exactly. Refuses (unsupported, naming the tensor) what it
+// cannot represent: non-CPU, quantized, sparse, or conjugate/negative-bit views.
+struct CapturedTensors {
+  std::vector<StorageSource> storages;
+  std::vector<TensorRecord> tensors;
+};
+Result<CapturedTensors> capture_tensors(const NamedTensors& tensors);
+
+// The layout `tensors` has, to check a warm load against (names, dtypes, shapes, strides, aliases).
+ExpectedLayout expected_layout_of(const NamedTensors& tensors);
+
+PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
+                               const PublishOptions& options = {});
+
+struct LoadedTensors {
+  LookupOutcome lookup;  // hit, miss, damaged, fallback or disabled, and why
+  NamedTensors tensors;  // on hit: CPU tensors over the entry's private mapping
+};
+
+// Looks the key up and, on a hit, checks the entry against `expected` (when given) before
+// building tensors. A mismatch counts as a miss, with the reason. Logs one line.
+LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
+                           VerifyPolicy policy = VerifyPolicy::trust_identity);
+
+// Builds tensors over an opened snapshot; each holds the snapshot (mapping and lease) alive.
+NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot);
+
+}  // namespace snapcache

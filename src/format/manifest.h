@@ -1,0 +1,63 @@
+// The manifest of a snapshot entry: everything needed to map the data files back into tensors
+// and to prove the bytes are the ones that were published.
+//
+// An entry is a directory <cache>/entries/<id>/ holding:
+//   manifest.snap   this format, written last, before the directory is renamed into place
+//   data-NNNN.bin   raw storage bytes, each storage at a 4096-byte aligned offset, zero padded
+//   lease           empty; readers hold flock(LOCK_SH) on it while any tensor lives
+//   verified.snap   optional: data-file identities re-proven by a full rehash (see stamp.h)
+//
+// manifest.snap grammar (integers little-endian; str = len:u32 bytes):
+//   manifest    = header body trailer
+//   header      = magic:"SNAPCACHE-MANIF\0"(16) format_version:u32 flags:u32 body_size:u64
+//   body        = key creation files storages tensors
+//   key         = len:u32 bytes           ; encode_key() bytes: the full key, kept for "why"
+//   creation    = created_unix_ns:i64 snapcache_version:str host:str pid:u32
+//   files       = count:u32 file{count}
+//   file        = name:str size:u64 chunk_size:u64 chunk_count:u32 chunk_hash:u64{chunk_count}
+//                 identity
+//   identity    = device:u64 inode:u64 size:u64 mtime_ns:i64 ctime_ns:i64
+//                 ; the file as published; a load that sees the same identity trusts the hashes
+//   storages    = count:u32 storage{count}
+//   storage     = file:u32 offset:u64 nbytes:u64  ; offset % 4096 == 0
+//   tensors     = count:u32 tensor{count}
+//   tensor      = name:str dtype:u8 ndim:u8 size:i64{ndim} stride:i64{ndim} storage:u32
+//                 storage_offset:i64             ; in elements, as torch counts them
+//   trailer     = checksum:u64                   ; XXH3-64 of header and body
+//
+// chunk_hash[i] is XXH3-64 of bytes [i*chunk_size, min((i+1)*chunk_size, size)) of the file, so
+// hashing runs in parallel and a damaged chunk can be named (and with it, the tensors it holds).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "snapcache/manifest.h"
+#include "snapcache/status.h"
+
+namespace snapcache::format {
+
+inline constexpr std::string_view kManifestMagic{"SNAPCACHE-MANIF\0", 16};
+inline constexpr std::size_t kMaxManifestBytes = 1ull << 30;
+inline constexpr std::size_t kMaxDims = 64;
+
+std::string encode_manifest(const Manifest& manifest);
+// Checks magic, version, checksum and every structural rule (validate_layout) before returning.
+Result<Manifest> decode_manifest(std::string_view bytes);
+
+// Bytes a tensor reaches in its storage: (storage_offset + max index + 1) * element size, or 0
+// for a tensor with no elements. Fails on negative sizes/strides or overflow.
+Result<std::uint64_t> tensor_extent_bytes(const TensorRecord& tensor);
+
+// Every storage lies inside its file, storages are aligned and do not overlap, every tensor lies
+// inside its storage, chunk tables cover their files. Used on decode and before publication.
+Status validate_layout(const Manifest& manifest);
+
+// Which tensors have bytes in [offset, offset+size) of file `file`: to name damage.
+std::vector<std::string> tensors_in_range(const Manifest& manifest, std::uint32_t file,
+                                          std::uint64_t offset, std::uint64_t size);
+
+}  // namespace snapcache::format

@@ -1,0 +1,114 @@
+// Identities of checkpoint files and of loader source code, and the content-digest memo.
+#include <unistd.h>
+
+#include "util/fmt.h"
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+#include "snapcache/key.h"
+#include "util/hash.h"
+
+namespace snapcache {
+namespace {
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  std::vector<char> buf(4096);
+  if (::getcwd(buf.data(), buf.size()) == nullptr) return path;
+  return std::string(buf.data()) + "/" + path;
+}
+
+// XXH3-128 of a file's bytes, read in large pieces through the FileSystem.
+Result<util::Hash128> hash_file(FileSystem& fs, const std::string& path, std::uint64_t& bytes) {
+  auto fd = fs.open(path, OpenMode::read);
+  if (!fd) return fd.status();
+  auto before = fs.fstat(fd->get());
+  if (!before) return before.status();
+  util::Hasher128 h;
+  std::vector<char> buf(8u << 20);
+  std::uint64_t offset = 0;
+  for (;;) {
+    auto n = fs.pread(fd->get(), buf.data(), buf.size(), offset);
+    if (!n) return n.status().with_context(path);
+    if (*n == 0) break;
+    h.update(buf.data(), *n);
+    offset += *n;
+  }
+  bytes += offset;
+  auto after = fs.fstat(fd->get());
+  if (!after || !(*after == *before) || offset != before->size)
+    return Status(StatusCode::mismatch, path + " changed while it was being hashed");
+  return h.digest();
+}
+
+}  // namespace
+
+Result<std::vector<CheckpointFile>> describe_checkpoint(FileSystem& fs, const std::vector<std::string>& paths) {
+  std::vector<CheckpointFile> files;
+  for (const auto& p : paths) {
+    std::string path = absolute(p);
+    auto id = fs.stat(path);
+    if (!id) return id.status().with_context("checkpoint file");
+    CheckpointFile f;
+    f.path = path;
+    f.size = id->size;
+    f.mtime_ns = id->mtime_ns;
+    f.ctime_ns = id->ctime_ns;
+    f.device = id->device;
+    f.inode = id->inode;
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::string>& paths) {
+  util::Hasher128 h;
+  std::string version = fmt::format("snapcache-format-{}", kFormatVersion);
+  h.update(version.data(), version.size());
+  for (const auto& path : paths) {
+    auto bytes = read_file(fs, path);
+    if (!bytes) return bytes.status().with_context("source file");
+    std::uint64_t sizes[2] = {path.size(), bytes->size()};
+    h.update(sizes, sizeof sizes);
+    h.update(path.data(), path.size());
+    h.update(bytes->data(), bytes->size());
+  }
+  return h.digest().hex();
+}
+
+DigestMemo::DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path)
+    : fs_(std::move(fs)), path_(std::move(memo_path)) {}
+
+Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
+  using nlohmann::json;
+  json memo = json::object();
+  if (auto text = read_file(*fs_, path_)) {
+    memo = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (memo.is_discarded() || !memo.is_object()) memo = json::object();  // a damaged memo is only a cache
+  }
+  auto identity_key = [](const CheckpointFile& f) {
+    return fmt::format("{}:{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns);
+  };
+  bool changed = false;
+  for (auto& f : files) {
+    std::string k = identity_key(f);
+    if (auto it = memo.find(k); it != memo.end() && it->is_string()) {
+      f.content_digest = it->get<std::string>();
+      continue;
+    }
+    auto digest = hash_file(*fs_, f.path, bytes_hashed_);
+    if (!digest) return digest.status();
+    f.content_digest = digest->hex();
+    memo[k] = f.content_digest;
+    changed = true;
+  }
+  if (changed) {
+    // Best effort: failing to remember a digest costs a rehash next time, nothing more.
+    (void)write_file_atomic(*fs_, path_, memo.dump());
+  }
+  return Status::ok();
+}
+
+}  // namespace snapcache

@@ -1,0 +1,75 @@
+#include "store/chunk_hashing.h"
+
+#include "util/fmt.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "format/manifest.h"
+#include "util/hash.h"
+#include "util/parallel.h"
+
+namespace snapcache::store {
+
+RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
+                          const std::vector<std::uint32_t>& files, std::size_t threads) {
+  RehashResult result;
+  struct Job {
+    std::uint32_t file;
+    std::uint64_t chunk;
+  };
+  std::vector<Job> jobs;
+  std::vector<UniqueFd> fds(manifest.files.size());
+  for (std::uint32_t f : files) {
+    auto fd = fs.open(entry_path + "/" + manifest.files[f].name, OpenMode::read);
+    if (!fd) {
+      result.status = fd.status();
+      return result;
+    }
+    fds[f] = std::move(*fd);
+    for (std::uint64_t c = 0; c < manifest.files[f].chunk_hashes.size(); ++c) jobs.push_back({f, c});
+  }
+  std::mutex mu;
+  std::atomic<std::uint64_t> bytes{0};
+  result.status = util::parallel_for(jobs.size(), threads, [&](std::size_t j) -> Status {
+    const DataFile& df = manifest.files[jobs[j].file];
+    std::uint64_t offset = jobs[j].chunk * df.chunk_size;
+    std::uint64_t size = std::min(df.chunk_size, df.size - offset);
+    thread_local std::vector<char> buf;
+    buf.resize(size);
+    Status st = read_all(fs, fds[jobs[j].file].get(), buf.data(), size, offset);
+    if (st.code() == StatusCode::damaged) {
+      // The file is shorter than the manifest says: that chunk is damaged, not an I/O failure.
+      std::lock_guard lock(mu);
+      result.damaged.push_back({df.name, jobs[j].chunk, offset, size,
+                                format::tensors_in_range(manifest, jobs[j].file, offset, size)});
+      return Status::ok();
+    }
+    if (!st) return st.with_context(df.name);
+    bytes += size;
+    if (util::xxh3_64(buf.data(), size) != df.chunk_hashes[jobs[j].chunk]) {
+      std::lock_guard lock(mu);
+      result.damaged.push_back({df.name, jobs[j].chunk, offset, size,
+                                format::tensors_in_range(manifest, jobs[j].file, offset, size)});
+    }
+    return Status::ok();
+  });
+  result.bytes = bytes;
+  std::sort(result.damaged.begin(), result.damaged.end(), [](const DamagedChunk& a, const DamagedChunk& b) {
+    return a.file != b.file ? a.file < b.file : a.chunk < b.chunk;
+  });
+  return result;
+}
+
+std::string describe_damage(const std::vector<DamagedChunk>& damaged) {
+  if (damaged.empty()) return "no damage";
+  const DamagedChunk& d = damaged.front();
+  std::string tensors = d.tensors.empty() ? "padding only" : fmt::format("tensors {}", fmt::join(d.tensors, ", "));
+  std::string s = fmt::format("{} chunk {} (bytes {}..{}) failed its checksum ({})", d.file, d.chunk, d.offset,
+                              d.offset + d.size, tensors);
+  if (damaged.size() > 1) s += fmt::format(", and {} more damaged chunks", damaged.size() - 1);
+  return s;
+}
+
+}  // namespace snapcache::store

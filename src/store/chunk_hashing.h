@@ -1,0 +1,24 @@
+// Rehashing an entry's data files chunk by chunk, in parallel, through the FileSystem (so tests
+// can count the bytes read and inject read faults).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "snapcache/store.h"
+
+namespace snapcache::store {
+
+struct RehashResult {
+  Status status;  // an I/O failure; damage is reported in `damaged`, not here
+  std::vector<DamagedChunk> damaged;
+  std::uint64_t bytes = 0;
+};
+
+// Hashes every chunk of the files whose index is in `files` and compares with the manifest.
+RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
+                          const std::vector<std::uint32_t>& files, std::size_t threads);
+
+std::string describe_damage(const std::vector<DamagedChunk>& damaged);
+
+}  // namespace snapcache::store

@@ -1,0 +1,36 @@
+// The cache directory's layout and the small shared pieces of the store's implementation.
+//
+//   <dir>/CACHEDIR.TAG         marks the tree as a cache for backup tools
+//   <dir>/entries/<id>/        published entries (see src/format/manifest.h)
+//   <dir>/tmp/<id>.<nonce>/    publications in progress; their writer holds flock(LOCK_EX) on
+//                              the lease file inside, so a dead writer's leftovers are detectable
+//   <dir>/trash/<id>.<nonce>/  entries being removed (rename first, then delete)
+//   <dir>/digests.json         checkpoint content-digest memo
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "snapcache/file_system.h"
+
+namespace snapcache::store {
+
+inline constexpr const char* kEntriesDir = "entries";
+inline constexpr const char* kTmpDir = "tmp";
+inline constexpr const char* kTrashDir = "trash";
+inline constexpr const char* kManifestFile = "manifest.snap";
+inline constexpr const char* kLeaseFile = "lease";
+inline constexpr const char* kStampFile = "verified.snap";
+
+std::int64_t now_unix_ns();
+// Unique among processes and threads on this host: "<pid>-<counter>-<random>".
+std::string unique_suffix();
+std::string data_file_name(std::uint32_t index);
+bool is_entry_id(const std::string& name);  // 32 lowercase hex digits
+std::string short_id(const std::string& id);
+
+// Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
+// still the one at that path (an evictor may have renamed the entry meanwhile).
+Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+}  // namespace snapcache::store

@@ -1,0 +1,190 @@
+// at::Tensor <-> store descriptors. Tensors built here sit directly on the entry's private
+// mapping (no copy) and keep it, with the entry's lease, alive through their storage's DataPtr.
+#include "snapcache/snapshot.h"
+
+#include <ATen/Functions.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/TensorImpl.h>
+
+#include "util/fmt.h"
+
+#include <unordered_map>
+
+#include "format/manifest.h"
+#include "snapcache/log.h"
+#include "util/units.h"
+
+namespace snapcache {
+namespace {
+
+struct DTypePair {
+  c10::ScalarType scalar;
+  DType dtype;
+};
+
+constexpr DTypePair kDTypes[] = {
+    {c10::ScalarType::Bool, DType::bool_},
+    {c10::ScalarType::Byte, DType::uint8}, {c10::ScalarType::Char, DType::int8},
+    {c10::ScalarType::Short, DType::int16}, {c10::ScalarType::Int, DType::int32},
+    {c10::ScalarType::Long, DType::int64}, {c10::ScalarType::UInt16, DType::uint16},
+    {c10::ScalarType::UInt32, DType::uint32}, {c10::ScalarType::UInt64, DType::uint64},
+    {c10::ScalarType::Half, DType::float16}, {c10::ScalarType::BFloat16, DType::bfloat16},
+    {c10::ScalarType::Float, DType::float32}, {c10::ScalarType::Double, DType::float64},
+    {c10::ScalarType::ComplexHalf, DType::complex32}, {c10::ScalarType::ComplexFloat, DType::complex64},
+    {c10::ScalarType::ComplexDouble, DType::complex128},
+    {c10::ScalarType::Float8_e4m3fn, DType::float8_e4m3fn}, {c10::ScalarType::Float8_e5m2, DType::float8_e5m2},
+    {c10::ScalarType::Float8_e4m3fnuz, DType::float8_e4m3fnuz},
+    {c10::ScalarType::Float8_e5m2fnuz, DType::float8_e5m2fnuz},
+    {c10::ScalarType::Float8_e8m0fnu, DType::float8_e8m0fnu},
+    {c10::ScalarType::Float4_e2m1fn_x2, DType::float4_e2m1fn_x2},
+    {c10::ScalarType::Bits1x8, DType::bits1x8}, {c10::ScalarType::Bits2x4, DType::bits2x4},
+    {c10::ScalarType::Bits4x2, DType::bits4x2}, {c10::ScalarType::Bits8, DType::bits8},
+    {c10::ScalarType::Bits16, DType::bits16},
+    {c10::ScalarType::UInt1, DType::uint1}, {c10::ScalarType::UInt2, DType::uint2},
+    {c10::ScalarType::UInt3, DType::uint3}, {c10::ScalarType::UInt4, DType::uint4},
+    {c10::ScalarType::UInt5, DType::uint5}, {c10::ScalarType::UInt6, DType::uint6},
+    {c10::ScalarType::UInt7, DType::uint7},
+    {c10::ScalarType::Int1, DType::int1}, {c10::ScalarType::Int2, DType::int2},
+    {c10::ScalarType::Int3, DType::int3}, {c10::ScalarType::Int4, DType::int4},
+    {c10::ScalarType::Int5, DType::int5}, {c10::ScalarType::Int6, DType::int6},
+    {c10::ScalarType::Int7, DType::int7},
+};
+
+Status unsupported(const std::string& name, const std::string& why) {
+  return {StatusCode::unsupported, fmt::format("tensor '{}': {}", name, why)};
+}
+
+}  // namespace
+
+Result<DType> to_dtype(c10::ScalarType type) {
+  for (const auto& p : kDTypes)
+    if (p.scalar == type) return p.dtype;
+  return Status(StatusCode::unsupported, fmt::format("dtype {} cannot be stored (quantized dtypes need their "
+                                                     "quantizer, which a snapshot does not keep)",
+                                                     c10::toString(type)));
+}
+
+c10::ScalarType to_scalar_type(DType dtype) {
+  for (const auto& p : kDTypes)
+    if (p.dtype == dtype) return p.scalar;
+  return c10::ScalarType::Undefined;
+}
+
+Result<CapturedTensors> capture_tensors(const NamedTensors& tensors) {
+  CapturedTensors out;
+  std::unordered_map<const c10::StorageImpl*, std::uint32_t> storage_index;
+  std::vector<std::uint64_t> needed;  // bytes of each storage that some tensor reaches
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) return unsupported(name, "undefined tensor");
+    if (!t.device().is_cpu()) return unsupported(name, "on " + t.device().str() + "; snapshots hold CPU tensors");
+    if (t.layout() != c10::kStrided) return unsupported(name, "not a strided (dense) tensor");
+    if (t.is_quantized()) return unsupported(name, "quantized tensors are not supported");
+    if (t.is_conj() || t.is_neg())
+      return unsupported(name, "has the conjugate or negative bit set; call resolve_conj()/resolve_neg() first");
+    auto dtype = to_dtype(t.scalar_type());
+    if (!dtype) return dtype.status().with_context("tensor '" + name + "'");
+    TensorRecord rec;
+    rec.name = name;
+    rec.dtype = *dtype;
+    rec.sizes.assign(t.sizes().begin(), t.sizes().end());
+    rec.strides.assign(t.strides().begin(), t.strides().end());
+    rec.storage_offset = t.storage_offset();
+    auto extent = format::tensor_extent_bytes(rec);
+    if (!extent) return unsupported(name, extent.status().message());
+    const c10::Storage& storage = t.storage();
+    if (*extent > storage.nbytes())
+      return unsupported(name, fmt::format("reaches {} bytes into a storage of {}", *extent, storage.nbytes()));
+    auto [it, inserted] = storage_index.emplace(storage.unsafeGetStorageImpl(), out.storages.size());
+    if (inserted) {
+      out.storages.push_back({storage.data(), 0});
+      needed.push_back(0);
+    }
+    rec.storage = it->second;
+    needed[rec.storage] = std::max(needed[rec.storage], *extent);
+    out.tensors.push_back(std::move(rec));
+  }
+  for (std::size_t i = 0; i < out.storages.size(); ++i) out.storages[i].nbytes = needed[i];
+  return out;
+}
+
+ExpectedLayout expected_layout_of(const NamedTensors& tensors) {
+  ExpectedLayout layout;
+  std::unordered_map<const c10::StorageImpl*, std::size_t> groups;
+  for (const auto& [name, t] : tensors) {
+    ExpectedTensor e;
+    e.name = name;
+    e.dtype = to_dtype(t.scalar_type()).is_ok() ? *to_dtype(t.scalar_type()) : DType::uint8;
+    e.sizes.assign(t.sizes().begin(), t.sizes().end());
+    e.strides = std::vector<std::int64_t>(t.strides().begin(), t.strides().end());
+    auto [it, _] = groups.emplace(t.storage().unsafeGetStorageImpl(), groups.size());
+    e.alias_group = fmt::format("storage{}", it->second);
+    layout.push_back(std::move(e));
+  }
+  return layout;
+}
+
+PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
+                               const PublishOptions& options) {
+  auto captured = capture_tensors(tensors);
+  if (!captured) {
+    PublishOutcome out;
+    out.result = PublishResult::skipped;
+    out.status = captured.status();
+    out.entry_id = key_id(key);
+    log(LogLevel::info, fmt::format("publish {}: skipped ({})", key.component, out.status.to_string()));
+    return out;
+  }
+  return store.publish(key, captured->storages, std::move(captured->tensors), options);
+}
+
+NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot) {
+  const Manifest& m = snapshot->manifest();
+  std::vector<c10::Storage> storages;
+  storages.reserve(m.storages.size());
+  for (std::uint32_t i = 0; i < m.storages.size(); ++i) {
+    // Each storage's DataPtr owns a reference to the snapshot: the mapping and the lease outlive
+    // every tensor, view or clone-of-storage made from it.
+    auto* owner = new std::shared_ptr<Snapshot>(snapshot);
+    c10::DataPtr ptr(snapshot->storage_data(i), owner,
+                     [](void* ctx) { delete static_cast<std::shared_ptr<Snapshot>*>(ctx); }, c10::Device(c10::kCPU));
+    storages.emplace_back(c10::Storage::use_byte_size_t(), m.storages[i].nbytes, std::move(ptr),
+                          /*allocator=*/nullptr, /*resizable=*/false);
+  }
+  NamedTensors out;
+  out.reserve(m.tensors.size());
+  for (const auto& rec : m.tensors) {
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(storages[rec.storage]), c10::DispatchKeySet(c10::DispatchKey::CPU),
+        caffe2::TypeMeta::fromScalarType(to_scalar_type(rec.dtype)));
+    impl->set_sizes_and_strides(rec.sizes, rec.strides, rec.storage_offset);
+    out.emplace_back(rec.name, at::Tensor(std::move(impl)));
+  }
+  return out;
+}
+
+LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy) {
+  LoadedTensors out;
+  out.lookup = store.lookup(key, policy);
+  LookupOutcome& lk = out.lookup;
+  if (lk.result == LookupResult::hit && expected != nullptr) {
+    if (Status st = check_expected_layout(lk.snapshot->manifest(), *expected); !st) {
+      // Same key, other layout: the code that prepares weights changed without changing its
+      // source identity. The entry cannot be right for this caller; treat it as a miss.
+      lk.result = LookupResult::miss;
+      lk.reason = "entry does not match the expected layout: " + st.message();
+      lk.snapshot.reset();
+    }
+  }
+  if (lk.result == LookupResult::hit) out.tensors = tensors_of(lk.snapshot);
+  std::string what = fmt::format("load {} [{}]: {}", key.component.empty() ? "(component)" : key.component,
+                                 lk.entry_id.substr(0, 12), to_string(lk.result));
+  if (lk.result == LookupResult::hit)
+    log(LogLevel::info, fmt::format("{} ({} in {} tensors, {:.1f} ms; {})", what,
+                                    util::format_size(lk.snapshot->manifest().data_bytes()), out.tensors.size(),
+                                    lk.seconds * 1e3, lk.reason));
+  else
+    log(lk.result == LookupResult::fallback ? LogLevel::warn : LogLevel::info, what + ": " + lk.reason);
+  return out;
+}
+
+}  // namespace snapcache

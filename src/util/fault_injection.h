@@ -1,0 +1,84 @@
+// A FileSystem that forwards to another one and fails chosen operations on purpose, so tests can
+// check that every storage failure ends in a clean fallback. It also counts calls and bytes read,
+// which lets tests prove that a warm load did (or did not) rehash data.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "snapcache/file_system.h"
+
+namespace snapcache {
+
+enum class FsOp : int {
+  open, pwrite, pread, fsync, fsync_directory, allocate, rename, make_directory, remove_file,
+  remove_directory, stat, fstat, list_directory, space, map, lock, touch,
+  count_  // number of operations, keep last
+};
+const char* to_string(FsOp op);
+
+struct Fault {
+  FsOp op = FsOp::open;
+  int sys_errno = 5;            // EIO
+  int skip = 0;                 // let this many matching calls through first
+  int times = 1;                // then fail this many (-1: every one after)
+  bool short_write = false;     // pwrite: write half and report it, instead of failing
+  std::string path_contains;    // only calls whose path contains this (path-taking ops only)
+};
+
+class FaultInjectingFileSystem final : public FileSystem {
+ public:
+  explicit FaultInjectingFileSystem(std::shared_ptr<FileSystem> base = posix_file_system())
+      : base_(std::move(base)) {}
+
+  void inject(Fault fault);
+  void clear_faults();
+  std::uint64_t calls(FsOp op) const { return calls_[static_cast<int>(op)].load(); }
+  std::uint64_t bytes_read() const { return bytes_read_.load(); }
+  std::uint64_t bytes_written() const { return bytes_written_.load(); }
+  std::uint64_t faults_fired() const { return fired_.load(); }
+  void reset_counters();
+
+  Result<UniqueFd> open(const std::string& path, OpenMode mode) override;
+  Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
+                             std::uint64_t offset) override;
+  Result<std::size_t> pread(int fd, void* data, std::size_t size, std::uint64_t offset) override;
+  Status fsync(int fd) override;
+  Status fsync_directory(const std::string& path) override;
+  Status allocate(int fd, std::uint64_t size) override;
+  Status rename(const std::string& from, const std::string& to) override;
+  Status make_directory(const std::string& path) override;
+  Status remove_file(const std::string& path) override;
+  Status remove_directory(const std::string& path) override;
+  Result<FileIdentity> stat(const std::string& path) override;
+  Result<FileIdentity> fstat(int fd) override;
+  Result<std::vector<DirEntry>> list_directory(const std::string& path) override;
+  Result<SpaceInfo> space(const std::string& path) override;
+  Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
+  Status lock(int fd, LockMode mode, LockWait wait) override;
+  Status touch(const std::string& path) override;
+
+ private:
+  struct Armed {
+    Fault fault;
+    int seen = 0;
+    int fired = 0;
+  };
+  // Counts the call and returns the fault to apply, if one is due.
+  std::optional<Fault> check(FsOp op, const std::string& path = {});
+
+  std::shared_ptr<FileSystem> base_;
+  std::mutex mu_;
+  std::vector<Armed> faults_;
+  std::array<std::atomic<std::uint64_t>, static_cast<int>(FsOp::count_)> calls_{};
+  std::atomic<std::uint64_t> bytes_read_{0};
+  std::atomic<std::uint64_t> bytes_written_{0};
+  std::atomic<std::uint64_t> fired_{0};
+};
+
+}  // namespace snapcache

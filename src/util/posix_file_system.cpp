@@ -1,0 +1,215 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "snapcache/file_system.h"
+
+namespace snapcache {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+MappedRegion::MappedRegion(MappedRegion&& other) noexcept
+    : data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+MappedRegion& MappedRegion::operator=(MappedRegion&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+MappedRegion::~MappedRegion() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+namespace {
+
+FileIdentity identity_of(const struct stat& st) {
+  FileIdentity id;
+  id.device = static_cast<std::uint64_t>(st.st_dev);
+  id.inode = static_cast<std::uint64_t>(st.st_ino);
+  id.size = static_cast<std::uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  id.is_directory = S_ISDIR(st.st_mode);
+  return id;
+}
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<UniqueFd> open(const std::string& path, OpenMode mode) override {
+    int flags = O_CLOEXEC;
+    switch (mode) {
+      case OpenMode::read: flags |= O_RDONLY; break;
+      case OpenMode::read_write: flags |= O_RDWR; break;
+      case OpenMode::create_exclusive: flags |= O_RDWR | O_CREAT | O_EXCL; break;
+      case OpenMode::create_truncate: flags |= O_RDWR | O_CREAT | O_TRUNC; break;
+    }
+    int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return Status::from_errno(errno, "open " + path);
+    return UniqueFd(fd);
+  }
+
+  Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
+                             std::uint64_t offset) override {
+    for (;;) {
+      ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+      if (n >= 0) return static_cast<std::size_t>(n);
+      if (errno != EINTR) return Status::from_errno(errno, "write");
+    }
+  }
+
+  Result<std::size_t> pread(int fd, void* data, std::size_t size, std::uint64_t offset) override {
+    for (;;) {
+      ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
+      if (n >= 0) return static_cast<std::size_t>(n);
+      if (errno != EINTR) return Status::from_errno(errno, "read");
+    }
+  }
+
+  Status fsync(int fd) override {
+    if (::fsync(fd) != 0) return Status::from_errno(errno, "fsync");
+    return Status::ok();
+  }
+
+  Status fsync_directory(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open directory " + path);
+    UniqueFd guard(fd);
+    if (::fsync(fd) != 0) return Status::from_errno(errno, "fsync directory " + path);
+    return Status::ok();
+  }
+
+  Status allocate(int fd, std::uint64_t size) override {
+    if (size == 0) return Status::ok();
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    // Some file systems (tmpfs on old kernels, network file systems) cannot preallocate; the
+    // writes that follow will still report ENOSPC, just later.
+    if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return Status::ok();
+    return Status::from_errno(rc, "allocate");
+  }
+
+  Status rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return Status::from_errno(errno, "rename " + from + " -> " + to);
+    return Status::ok();
+  }
+
+  Status make_directory(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) != 0) return Status::from_errno(errno, "mkdir " + path);
+    return Status::ok();
+  }
+
+  Status remove_file(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return Status::from_errno(errno, "unlink " + path);
+    return Status::ok();
+  }
+
+  Status remove_directory(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return Status::from_errno(errno, "rmdir " + path);
+    return Status::ok();
+  }
+
+  Result<FileIdentity> stat(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return Status::from_errno(errno, "stat " + path);
+    return identity_of(st);
+  }
+
+  Result<FileIdentity> fstat(int fd) override {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return Status::from_errno(errno, "fstat");
+    return identity_of(st);
+  }
+
+  Result<std::vector<DirEntry>> list_directory(const std::string& path) override {
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) return Status::from_errno(errno, "list " + path);
+    std::vector<DirEntry> out;
+    errno = 0;
+    while (struct dirent* e = ::readdir(dir)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      bool is_dir = e->d_type == DT_DIR;
+      if (e->d_type == DT_UNKNOWN) {
+        struct stat st {};
+        is_dir = ::stat((path + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      }
+      out.push_back({std::move(name), is_dir});
+    }
+    int err = errno;
+    ::closedir(dir);
+    if (err != 0) return Status::from_errno(err, "list " + path);
+    return out;
+  }
+
+  Result<SpaceInfo> space(const std::string& path) override {
+    struct statvfs sv {};
+    if (::statvfs(path.c_str(), &sv) != 0) return Status::from_errno(errno, "statvfs " + path);
+    SpaceInfo info;
+    info.total_bytes = static_cast<std::uint64_t>(sv.f_blocks) * sv.f_frsize;
+    info.available_bytes = static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize;
+    return info;
+  }
+
+  Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override {
+    if (size == 0) return MappedRegion();
+    int prot = PROT_READ;
+    int flags = MAP_SHARED;
+    if (mode == MapMode::copy_on_write_private) {
+      prot |= PROT_WRITE;
+      flags = MAP_PRIVATE;
+    }
+    void* p = ::mmap(nullptr, size, prot, flags, fd, 0);
+    if (p == MAP_FAILED) return Status::from_errno(errno, "mmap");
+    return MappedRegion(p, size);
+  }
+
+  Status lock(int fd, LockMode mode, LockWait wait) override {
+    int op = mode == LockMode::shared ? LOCK_SH : LOCK_EX;
+    if (wait == LockWait::no_wait) op |= LOCK_NB;
+    for (;;) {
+      if (::flock(fd, op) == 0) return Status::ok();
+      if (errno != EINTR) return Status::from_errno(errno, "flock");
+    }
+  }
+
+  Status touch(const std::string& path) override {
+    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0)
+      return Status::from_errno(errno, "touch " + path);
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<FileSystem> posix_file_system() {
+  static std::shared_ptr<FileSystem> fs = std::make_shared<PosixFileSystem>();
+  return fs;
+}
+
+}  // namespace snapcache

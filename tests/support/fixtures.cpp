@@ -1,0 +1,86 @@
+#include "support/fixtures.h"
+
+#include <ATen/Functions.h>
+
+#include <cstring>
+
+namespace snapcache::test {
+
+Key test_key(int seed, const std::string& component) {
+  Key key;
+  CheckpointFile f;
+  f.path = "/checkpoints/model-" + std::to_string(seed) + ".safetensors";
+  f.size = 1000 + static_cast<std::uint64_t>(seed);
+  f.mtime_ns = 1'700'000'000'000'000'000;
+  f.ctime_ns = 1'700'000'000'000'000'001;
+  f.device = 2049;
+  f.inode = 4242 + static_cast<std::uint64_t>(seed);
+  key.checkpoint.push_back(f);
+  key.source_identity = "test-loader-v1";
+  key.torch = current_torch_identity();
+  key.dtype = "bfloat16";
+  key.precision_policy = "w8a16";
+  key.topology = {0, 1, 0, 1, {}};
+  key.component = component;
+  return key;
+}
+
+NamedTensors model_tensors(int seed, std::size_t mib) {
+  // Filled from a counter, not the global RNG: tests also check loads leave the RNG alone.
+  auto fill = [&](at::Tensor t, int salt) {
+    auto bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
+    auto* p = static_cast<std::uint8_t*>(t.data_ptr());
+    std::uint32_t x = static_cast<std::uint32_t>(seed * 7919 + salt * 104729 + 1);
+    for (std::int64_t i = 0; i < bytes; ++i) {
+      x = x * 1664525u + 1013904223u;
+      p[i] = static_cast<std::uint8_t>(x >> 24);
+    }
+    return t;
+  };
+  std::int64_t hidden = 256;
+  std::int64_t rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(mib) * (1 << 20) / (hidden * 2) / 4);
+  NamedTensors out;
+  at::Tensor embed = fill(at::empty({rows, hidden}, at::kBFloat16), 1);
+  out.emplace_back("embed.weight", embed);
+  out.emplace_back("lm_head.weight", embed);  // tied
+  at::Tensor qkv = fill(at::empty({3 * hidden, hidden}, at::kBFloat16), 2);
+  out.emplace_back("attn.qkv.weight", qkv);
+  out.emplace_back("attn.k_view", qkv.narrow(0, hidden, hidden));  // view with an offset
+  at::Tensor proj = fill(at::empty({hidden, 2 * hidden}, at::kBFloat16), 3);
+  out.emplace_back("attn.proj.weight_t", proj.t());  // non-contiguous
+  out.emplace_back("mlp.up.weight", fill(at::empty({rows, hidden}, at::kChar), 4));
+  out.emplace_back("mlp.up.scale", fill(at::empty({rows, 1}, at::kFloat), 5));
+  out.emplace_back("norm.weight", fill(at::empty({hidden}, at::kBFloat16), 6));
+  out.emplace_back("empty.bias", at::empty({0}, at::kFloat));
+  return out;
+}
+
+bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes() || a.strides() != b.strides() ||
+      a.storage_offset() != b.storage_offset())
+    return false;
+  if (a.numel() == 0) return true;
+  // Compare the bytes each tensor reaches, element by element in logical order.
+  if (a.is_contiguous() && b.is_contiguous())  // also for dtypes torch cannot copy (bits, uint1..7)
+    return std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<std::size_t>(a.numel()) * a.element_size()) == 0;
+  at::Tensor ca = a.contiguous();
+  at::Tensor cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<std::size_t>(ca.numel()) * ca.element_size()) == 0;
+}
+
+bool same_tensors(const NamedTensors& a, const NamedTensors& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !same_tensor(a[i].second, b[i].second)) return false;
+  return true;
+}
+
+Config test_config(const std::string& dir) {
+  Config c;
+  c.directory = dir;
+  c.capacity_bytes = 64 * kGiB;
+  c.reserve_free_bytes = 0;
+  return c;
+}
+
+}  // namespace snapcache::test

@@ -1,0 +1,111 @@
+#include <functional>
+#include <set>
+
+#include "snapcache/key.h"
+#include "support/catch.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
+#include "util/fault_injection.h"
+
+using namespace snapcache;
+
+TEST_CASE("the key encoding round-trips and the id is 32 hex digits", "[key]") {
+  Key key = test::test_key(1);
+  key.options["quant"] = "fp8";
+  key.topology.extra["ep_rank"] = "3";
+  auto decoded = decode_key(encode_key(key));
+  REQUIRE(decoded.is_ok());
+  CHECK(*decoded == key);
+  std::string id = key_id(key);
+  CHECK(id.size() == 32);
+  CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(key_id(*decoded) == id);
+}
+
+TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
+  const Key base = test::test_key(1);
+  std::vector<std::pair<std::string, std::function<void(Key&)>>> changes = {
+      {"checkpoint[0].path", [](Key& k) { k.checkpoint[0].path += "x"; }},
+      {"size", [](Key& k) { k.checkpoint[0].size++; }},
+      {"mtime_ns", [](Key& k) { k.checkpoint[0].mtime_ns++; }},
+      {"ctime_ns", [](Key& k) { k.checkpoint[0].ctime_ns++; }},
+      {"device", [](Key& k) { k.checkpoint[0].device++; }},
+      {"inode", [](Key& k) { k.checkpoint[0].inode++; }},
+      {"content_digest", [](Key& k) { k.checkpoint[0].content_digest = "ab"; }},
+      {"checkpoint.files", [](Key& k) { k.checkpoint.push_back(k.checkpoint[0]); }},
+      {"source_identity", [](Key& k) { k.source_identity = "v2"; }},
+      {"torch.version", [](Key& k) { k.torch.version = "2.10.0"; }},
+      {"torch.cuda_version", [](Key& k) { k.torch.cuda_version = "12.8"; }},
+      {"torch.cxx_abi", [](Key& k) { k.torch.cxx_abi = "pre-cxx11"; }},
+      {"dtype", [](Key& k) { k.dtype = "float16"; }},
+      {"precision_policy", [](Key& k) { k.precision_policy = "fp8"; }},
+      {"topology.tp_rank", [](Key& k) { k.topology.tp_rank = 1; }},
+      {"topology.tp_size", [](Key& k) { k.topology.tp_size = 2; }},
+      {"topology.pp_rank", [](Key& k) { k.topology.pp_rank = 1; }},
+      {"topology.pp_size", [](Key& k) { k.topology.pp_size = 4; }},
+      {"topology.ep_size", [](Key& k) { k.topology.extra["ep_size"] = "8"; }},
+      {"component", [](Key& k) { k.component = "h3_encoder"; }},
+      {"options.lora", [](Key& k) { k.options["lora"] = "none"; }},
+  };
+  std::set<std::string> ids{key_id(base)};
+  for (auto& [field, change] : changes) {
+    Key k = base;
+    change(k);
+    INFO(field);
+    CHECK(ids.insert(key_id(k)).second);
+    auto diffs = diff_keys(k, base);
+    REQUIRE(diffs.size() >= 1);
+    CHECK(describe_differences(diffs).find(field) != std::string::npos);
+  }
+  CHECK(diff_keys(base, base).empty());
+  Key other = base;
+  other.torch.version = "2.10.0";
+  CHECK(describe_differences(diff_keys(base, other)) ==
+        "torch.version " + base.torch.version + " != 2.10.0");
+}
+
+TEST_CASE("malformed key bytes are rejected and never crash", "[key]") {
+  std::string bytes = encode_key(test::test_key(3));
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) CHECK_FALSE(decode_key(bytes.substr(0, cut)).is_ok());
+  CHECK(decode_key("garbage").status().code() == StatusCode::foreign);
+}
+
+TEST_CASE("the digest memo hashes changed files only", "[key]") {
+  test::TempDir dir;
+  test::write_bytes(dir / "a.bin", std::string(100000, 'a'));
+  test::write_bytes(dir / "b.bin", std::string(50000, 'b'));
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto files = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
+  REQUIRE(files.is_ok());
+  DigestMemo memo(fs, dir / "memo.json");
+  REQUIRE(memo.fill_digests(*files).is_ok());
+  CHECK(memo.bytes_hashed() == 150000);
+  const std::string digest_a = (*files)[0].content_digest;
+  CHECK(digest_a.size() == 32);
+
+  DigestMemo again(fs, dir / "memo.json");
+  auto same = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
+  REQUIRE(again.fill_digests(*same).is_ok());
+  CHECK(again.bytes_hashed() == 0);
+  CHECK((*same)[0].content_digest == digest_a);
+
+  test::write_bytes(dir / "a.bin", std::string(100000, 'c'));  // new bytes, new mtime/ctime
+  auto changed = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
+  DigestMemo third(fs, dir / "memo.json");
+  REQUIRE(third.fill_digests(*changed).is_ok());
+  CHECK(third.bytes_hashed() == 100000);
+  CHECK((*changed)[0].content_digest != digest_a);
+  CHECK((*changed)[1].content_digest == (*same)[1].content_digest);
+}
+
+TEST_CASE("source digests cover file contents and snapcache's format version", "[key]") {
+  test::TempDir dir;
+  test::write_bytes(dir / "loader.py", "def load(): pass\n");
+  auto fs = posix_file_system();
+  auto d1 = digest_source_files(*fs, {dir / "loader.py"});
+  REQUIRE(d1.is_ok());
+  test::write_bytes(dir / "loader.py", "def load(): return 1\n");
+  auto d2 = digest_source_files(*fs, {dir / "loader.py"});
+  CHECK(*d1 != *d2);
+  CHECK(digest_source_files(*fs, {dir / "missing.py"}).status().code() == StatusCode::not_found);
+}

@@ -1,0 +1,143 @@
+// Capacity, reserved free space, LRU eviction, switching the cache off.
+#include <filesystem>
+#include <thread>
+
+#include "snapcache/snapshot.h"
+#include "support/catch.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
+#include "util/fault_injection.h"
+
+using namespace snapcache;
+
+namespace {
+
+// A FileSystem that reports a chosen amount of free disk.
+class SmallDisk final : public FileSystem {
+ public:
+  explicit SmallDisk(std::uint64_t free) : free_(free) {}
+  std::shared_ptr<FileSystem> base = posix_file_system();
+  std::uint64_t free_;
+  Result<UniqueFd> open(const std::string& p, OpenMode m) override { return base->open(p, m); }
+  Result<std::size_t> pwrite(int fd, const void* d, std::size_t n, std::uint64_t o) override { return base->pwrite(fd, d, n, o); }
+  Result<std::size_t> pread(int fd, void* d, std::size_t n, std::uint64_t o) override { return base->pread(fd, d, n, o); }
+  Status fsync(int fd) override { return base->fsync(fd); }
+  Status fsync_directory(const std::string& p) override { return base->fsync_directory(p); }
+  Status allocate(int fd, std::uint64_t n) override { return base->allocate(fd, n); }
+  Status rename(const std::string& a, const std::string& b) override { return base->rename(a, b); }
+  Status make_directory(const std::string& p) override { return base->make_directory(p); }
+  Status remove_file(const std::string& p) override { return base->remove_file(p); }
+  Status remove_directory(const std::string& p) override { return base->remove_directory(p); }
+  Result<FileIdentity> stat(const std::string& p) override { return base->stat(p); }
+  Result<FileIdentity> fstat(int fd) override { return base->fstat(fd); }
+  Result<std::vector<DirEntry>> list_directory(const std::string& p) override { return base->list_directory(p); }
+  Result<SpaceInfo> space(const std::string&) override { return SpaceInfo{free_ * 2, free_}; }
+  Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
+  Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
+  Status touch(const std::string& p) override { return base->touch(p); }
+};
+
+void age_apart() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+
+}  // namespace
+
+TEST_CASE("publication evicts least-recently-used entries to stay under capacity", "[store][capacity]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.capacity_bytes = 7ull << 19;  // 3.5 MiB: room for two ~1.4 MiB entries, not three
+  auto store = *Store::open(config);
+  for (int seed : {1, 2}) {
+    REQUIRE(publish_tensors(*store, test::test_key(seed), test::model_tensors(seed, 2)).result ==
+            PublishResult::published);
+    age_apart();
+  }
+  // Use entry 1, so entry 2 is now the least recently used.
+  REQUIRE(load_tensors(*store, test::test_key(1)).lookup.result == LookupResult::hit);
+  age_apart();
+  auto third = publish_tensors(*store, test::test_key(3), test::model_tensors(3, 2));
+  REQUIRE(third.result == PublishResult::published);
+  REQUIRE(third.evicted == std::vector<std::string>{key_id(test::test_key(2))});
+  CHECK(store->total_bytes() <= config.capacity_bytes);
+  CHECK(load_tensors(*store, test::test_key(1)).lookup.result == LookupResult::hit);
+  CHECK(load_tensors(*store, test::test_key(2)).lookup.result == LookupResult::miss);
+}
+
+TEST_CASE("leased entries are never evicted and a publication that cannot fit is skipped with the reason",
+          "[store][capacity]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.capacity_bytes = 7ull << 19;
+  auto store = *Store::open(config);
+  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2)).result == PublishResult::published);
+  REQUIRE(publish_tensors(*store, test::test_key(2), test::model_tensors(2, 2)).result == PublishResult::published);
+  auto held1 = load_tensors(*store, test::test_key(1));
+  auto held2 = load_tensors(*store, test::test_key(2));
+  REQUIRE(held2.lookup.result == LookupResult::hit);
+  NamedTensors third = test::model_tensors(3, 2);
+  auto out = publish_tensors(*store, test::test_key(3), third);
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.code() == StatusCode::no_space);
+  CHECK(out.status.message().find("2 leased entries could not be evicted") != std::string::npos);
+  CHECK(test::same_tensors(third, test::model_tensors(3, 2)));  // the caller keeps its tensors
+  held2 = {};  // release one lease: now it can go
+  out = publish_tensors(*store, test::test_key(3), third);
+  CHECK(out.result == PublishResult::published);
+  CHECK(out.evicted == std::vector<std::string>{key_id(test::test_key(2))});
+}
+
+TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][capacity]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.capacity_bytes = 1ull << 20;
+  auto store = *Store::open(config);
+  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2));
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.message().find("more than the cache capacity") != std::string::npos);
+  CHECK(store->list_entries().empty());
+}
+
+TEST_CASE("a publication leaves the reserved free disk space", "[store][capacity]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.reserve_free_bytes = 1ull << 30;
+  auto disk = std::make_shared<SmallDisk>((1ull << 30) + (1ull << 20));  // 1 GiB + 1 MiB free
+  auto store = *Store::open(config, disk);
+  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2));
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.message().find("must stay free") != std::string::npos);
+  disk->free_ = 2ull << 30;
+  CHECK(publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2)).result == PublishResult::published);
+}
+
+TEST_CASE("a disabled cache touches no disk and says why", "[store][config]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path() + "/cache");
+  config.mode = CacheMode::disabled;
+  auto store = *Store::open(config);
+  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1));
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.code() == StatusCode::disabled);
+  auto loaded = load_tensors(*store, test::test_key(1));
+  CHECK(loaded.lookup.result == LookupResult::disabled);
+  CHECK(loaded.lookup.reason.find("disabled") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/cache"));
+}
+
+TEST_CASE("a miss names the key fields that differ from the nearest entry", "[store][key]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::published);
+  Key other = test::test_key(1);
+  other.torch.version = "2.10.0";
+  auto loaded = load_tensors(*store, other);
+  CHECK(loaded.lookup.result == LookupResult::miss);
+  CHECK(loaded.lookup.reason.find("torch.version 2.10.0 != " + test::test_key(1).torch.version) != std::string::npos);
+  CHECK(loaded.lookup.reason.find(key_id(test::test_key(1)).substr(0, 12)) != std::string::npos);
+}
+
+TEST_CASE("publishing an existing key is a no-op that reports it", "[store]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::published);
+  CHECK(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::already_present);
+}

@@ -1,0 +1,96 @@
+// Real second processes: racing publishers, writers killed mid-publication, leases held elsewhere.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "snapcache/snapshot.h"
+#include "support/catch.h"
+#include "support/child_process.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
+
+using namespace snapcache;
+
+TEST_CASE("concurrent publishers of one key in separate processes all succeed and leave one entry",
+          "[store][process]") {
+  test::TempDir dir;
+  std::vector<std::unique_ptr<test::ChildProcess>> children;
+  for (int i = 0; i < 4; ++i)
+    children.push_back(std::make_unique<test::ChildProcess>(std::vector<std::string>{"publish", dir.path(), "31", "8"}));
+  for (auto& c : children) CHECK(c->wait() == 0);
+  auto store = *Store::open(test::test_config(dir.path()));
+  auto entries = store->list_entries();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].state == EntryState::ok);
+  CHECK(std::filesystem::is_empty(dir.path() + "/tmp"));
+  CHECK(test::run_helper({"load", dir.path(), "31"}) == 0);
+  CHECK(store->verify(entries[0].id).status.is_ok());
+}
+
+TEST_CASE("a writer killed at any moment leaves no entry or a whole one and never a torn one", "[store][process]") {
+  test::TempDir dir;
+  // How long a whole publication takes here, to spread the kills over it.
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    test::TempDir probe;
+    REQUIRE(test::run_helper({"publish", probe.path(), "32", "32"}) == 0);
+  }
+  const auto full = std::chrono::steady_clock::now() - t0;
+  std::mt19937 rng(1234);
+  int whole = 0, none = 0;
+  for (int round = 0; round < 12; ++round) {
+    test::TempDir cache;
+    test::ChildProcess writer({"publish", cache.path(), "32", "32"});
+    REQUIRE(writer.wait_for_line("ready"));
+    auto delay = std::chrono::duration_cast<std::chrono::microseconds>(full) * (rng() % 1000) / 1000;
+    std::this_thread::sleep_for(delay);
+    writer.kill_now();
+    auto store = *Store::open(test::test_config(cache.path()));
+    auto loaded = load_tensors(*store, test::test_key(32), nullptr, VerifyPolicy::always_rehash);
+    INFO("round " << round << " killed after " << delay.count() << " us: " << to_string(loaded.lookup.result) << " "
+                  << loaded.lookup.reason);
+    REQUIRE((loaded.lookup.result == LookupResult::hit || loaded.lookup.result == LookupResult::miss));
+    if (loaded.lookup.result == LookupResult::hit) {
+      ++whole;
+      CHECK(test::same_tensors(loaded.tensors, test::model_tensors(32, 32)));
+    } else {
+      ++none;
+      // The dead writer's leftovers are recognised and collected.
+      store->collect_garbage();
+      CHECK(std::filesystem::is_empty(cache.path() + "/tmp"));
+    }
+  }
+  INFO("whole " << whole << ", none " << none);
+  CHECK(whole + none == 12);
+}
+
+TEST_CASE("a lease held by another process blocks eviction until that process ends", "[store][process]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  REQUIRE(publish_tensors(*store, test::test_key(33), test::model_tensors(33, 1)).result == PublishResult::published);
+  const std::string id = key_id(test::test_key(33));
+  {
+    test::ChildProcess holder({"hold", dir.path(), "33"});
+    REQUIRE(holder.wait_for_line("holding"));
+    auto removed = store->remove_entry(id);
+    CHECK(removed.status().code() == StatusCode::busy);
+    CHECK(removed.status().message().find(std::to_string(holder.pid())) != std::string::npos);
+    auto info = store->entry_info(id);
+    REQUIRE(info.is_ok());
+    CHECK(info->leased);
+    CHECK(info->lease_holders == std::vector<int>{holder.pid()});
+    // make_room cannot evict it either.
+    CHECK(store->make_room(store->config().capacity_bytes).code() == StatusCode::no_space);
+    holder.kill_now();  // the kernel drops the lock with the process
+  }
+  auto info = store->entry_info(id);
+  REQUIRE(info.is_ok());
+  CHECK_FALSE(info->leased);
+  CHECK(store->remove_entry(id).is_ok());
+  CHECK(store->list_entries().empty());
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run on the GPU machine from the repository root, with .deps carried: unpacks the carried Debian
+# packages into .deps/prefix (never into /), builds with the `gpu` preset against the machine's own
+# torch, and runs every test, GPU ones included. Logs go to $OUT when it is set.
+set -euo pipefail
+out=${OUT:-/tmp}
+mkdir -p .deps/prefix
+for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/prefix; done
+cmake --preset gpu 2>&1 | tee "$out/configure.log" | grep -E "snapcache:|Catch2|Found Torch|Error" || true
+cmake --build --preset gpu -j "$(nproc)" 2>&1 | tee "$out/build.log" | tail -n 3
+ctest --preset gpu 2>&1 | tee "$out/ctest.log" | tail -n 25

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what snapcache needs to build and test on a Debian 12 machine, and nothing that is
+# already there; safe to re-run.
+#   - Debian packages (apt-get): compilers' helpers and the libraries snapcache links.
+#   - libtorch: the pinned PyPI torch wheel (cmake/torch-version), in a virtual environment at
+#     ${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}/venv-torch-<version>, outside the source
+#     tree so that fresh clones reuse it. CMake finds it there by itself.
+# The CUDA toolkit is expected to be installed already (nvcc and its libraries).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+torch_version=$(head -n1 "$root/cmake/torch-version")
+deps_dir=${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}
+venv="$deps_dir/venv-torch-$torch_version"
+
+packages=(cmake ninja-build ccache pkg-config libxxhash-dev libzstd-dev libfmt-dev catch2
+          nlohmann-json3-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: the CUDA toolkit (nvcc) is not installed; install CUDA 13 first" >&2
+  exit 1
+fi
+
+if ! "$venv/bin/python3" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$torch_version' else 1)" 2>/dev/null; then
+  echo "setup: installing torch $torch_version into $venv (a few GiB, once)"
+  mkdir -p "$deps_dir"
+  python3 -m venv "$venv"
+  "$venv/bin/python3" -m pip install -q --upgrade pip
+  "$venv/bin/python3" -m pip install -q "torch==$torch_version" numpy
+fi
+echo "setup: ok (torch $torch_version from $venv)"
