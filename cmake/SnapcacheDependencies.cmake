@@ -89,8 +89,8 @@ find_package(CUDAToolkit REQUIRED)
 
 # --- libtorch, from the pinned PyPI wheel -----------------------------------------------------
 file(STRINGS "${PROJECT_SOURCE_DIR}/cmake/torch-version" SNAPCACHE_TORCH_VERSION LIMIT_COUNT 1)
-set(SNAPCACHE_TORCH_PYTHON "" CACHE FILEPATH
-    "python3 whose torch provides libtorch (default: tools/setup.sh's virtual environment)")
+set(SNAPCACHE_TORCH_PYTHON "" CACHE STRING
+    "python3 whose torch provides libtorch (default: tools/setup.sh's virtual environment, else python3)")
 if(NOT SNAPCACHE_TORCH_PYTHON)
   if(DEFINED ENV{SNAPCACHE_DEPS_DIR})
     set(_deps "$ENV{SNAPCACHE_DEPS_DIR}")
@@ -99,6 +99,9 @@ if(NOT SNAPCACHE_TORCH_PYTHON)
   endif()
   if(EXISTS "${_deps}/venv-torch-${SNAPCACHE_TORCH_VERSION}/bin/python3")
     set(SNAPCACHE_TORCH_PYTHON "${_deps}/venv-torch-${SNAPCACHE_TORCH_VERSION}/bin/python3")
+  else()
+    find_program(SNAPCACHE_SYSTEM_PYTHON NAMES python3)  # e.g. the GPU machine's torch
+    set(SNAPCACHE_TORCH_PYTHON "${SNAPCACHE_SYSTEM_PYTHON}")
   endif()
 endif()
 if(SNAPCACHE_TORCH_PYTHON)
