@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace snapcache::test {
@@ -20,5 +22,15 @@ class TempDir {
 
 std::string read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
+
+// Plain POSIX file helpers. Tests avoid std::filesystem: libtorch.so exports its own copies of
+// some std::filesystem functions, and remove_all from there crashes when called from outside.
+bool path_exists(const std::string& path);
+std::uint64_t file_size(const std::string& path);
+void resize_file(const std::string& path, std::uint64_t size);
+void remove_path(const std::string& path);  // file or whole tree
+void rename_path(const std::string& from, const std::string& to);
+void bump_mtime(const std::string& path, int seconds);
+std::size_t count_entries(const std::string& dir, bool directories_only = false);
 
 }  // namespace snapcache::test

@@ -2,7 +2,6 @@
 // skipped with the reason, nothing half-written is ever used, and a later load is a miss or an
 // exact hit.
 #include <cerrno>
-#include <filesystem>
 
 #include "snapcache/snapshot.h"
 #include "support/catch.h"
@@ -14,17 +13,8 @@ using namespace snapcache;
 
 namespace {
 
-std::size_t entries_in(const std::string& dir) {
-  std::size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir + "/entries")) n += e.is_directory();
-  return n;
-}
-
-std::size_t tmp_in(const std::string& dir) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir + "/tmp")) ++n;
-  return n;
-}
+std::size_t entries_in(const std::string& dir) { return test::count_entries(dir + "/entries", true); }
+std::size_t tmp_in(const std::string& dir) { return test::count_entries(dir + "/tmp"); }
 
 }  // namespace
 

@@ -5,7 +5,6 @@
 
 #include <ATen/Functions.h>
 
-#include <filesystem>
 
 #include "snapcache/snapshot.h"
 #include "store/layout.h"
@@ -43,7 +42,7 @@ TEST_CASE("a damaged byte in any chunk of the data is detected and named and the
   Key key = test::test_key(11);
   const std::string data = store->entry_path(key_id(key)) + "/data-0000.bin";
   REQUIRE(publish_tensors(*store, key, tensors, small_chunks()).result == PublishResult::published);
-  const std::uint64_t size = std::filesystem::file_size(data);
+  const std::uint64_t size = test::file_size(data);
   const std::uint64_t chunks = (size + 65535) / 65536;
   REQUIRE(chunks >= 8);
   for (std::uint64_t c = 0; c < chunks; ++c) {
@@ -55,7 +54,7 @@ TEST_CASE("a damaged byte in any chunk of the data is detected and named and the
     CHECK(loaded.lookup.result == LookupResult::damaged);
     CHECK(loaded.lookup.reason.find("chunk " + std::to_string(c)) != std::string::npos);
     CHECK(loaded.tensors.empty());
-    CHECK_FALSE(std::filesystem::exists(store->entry_path(key_id(key))));
+    CHECK_FALSE(test::path_exists(store->entry_path(key_id(key))));
   }
 }
 
@@ -90,7 +89,7 @@ TEST_CASE("every byte of the manifest is covered by a check", "[store][integrity
   Key key = test::test_key(13);
   const std::string manifest = store->entry_path(key_id(key)) + "/manifest.snap";
   REQUIRE(publish_tensors(*store, key, tensors).result == PublishResult::published);
-  const std::uint64_t size = std::filesystem::file_size(manifest);
+  const std::uint64_t size = test::file_size(manifest);
   for (std::uint64_t i = 0; i < size; ++i) {
     if (i > 0) REQUIRE(publish_tensors(*store, key, tensors).result == PublishResult::published);
     flip_byte(manifest, i);
@@ -109,15 +108,15 @@ TEST_CASE("a truncated or missing data file and manifest or lease is damage and 
   for (const char* what : {"truncate-data", "remove-data", "remove-manifest", "truncate-manifest", "remove-lease"}) {
     REQUIRE(publish_tensors(*store, key, tensors).result == PublishResult::published);
     std::string w = what;
-    if (w == "truncate-data") std::filesystem::resize_file(entry + "/data-0000.bin", 4096);
-    if (w == "remove-data") std::filesystem::remove(entry + "/data-0000.bin");
-    if (w == "remove-manifest") std::filesystem::remove(entry + "/manifest.snap");
-    if (w == "truncate-manifest") std::filesystem::resize_file(entry + "/manifest.snap", 40);
-    if (w == "remove-lease") std::filesystem::remove(entry + "/lease");
+    if (w == "truncate-data") test::resize_file(entry + "/data-0000.bin", 4096);
+    if (w == "remove-data") test::remove_path(entry + "/data-0000.bin");
+    if (w == "remove-manifest") test::remove_path(entry + "/manifest.snap");
+    if (w == "truncate-manifest") test::resize_file(entry + "/manifest.snap", 40);
+    if (w == "remove-lease") test::remove_path(entry + "/lease");
     auto loaded = load_tensors(*store, key);
     INFO(what << ": " << loaded.lookup.reason);
     CHECK(loaded.lookup.result == LookupResult::damaged);
-    CHECK_FALSE(std::filesystem::exists(entry));
+    CHECK_FALSE(test::path_exists(entry));
   }
 }
 
@@ -129,7 +128,7 @@ TEST_CASE("unchanged data files are trusted without reading and changed identity
   Key key = test::test_key(15);
   REQUIRE(publish_tensors(*store, key, tensors).result == PublishResult::published);
   const std::string data = store->entry_path(key_id(key)) + "/data-0000.bin";
-  const std::uint64_t size = std::filesystem::file_size(data);
+  const std::uint64_t size = test::file_size(data);
 
   fs->reset_counters();
   auto first = load_tensors(*store, key);
@@ -139,7 +138,7 @@ TEST_CASE("unchanged data files are trusted without reading and changed identity
   CHECK(test::same_tensors(first.tensors, tensors));
 
   // Same bytes, new identity (as after a copy or restore): rehash, then trust again.
-  std::filesystem::last_write_time(data, std::filesystem::last_write_time(data) + std::chrono::seconds(5));
+  test::bump_mtime(data, 5);
   fs->reset_counters();
   auto second = load_tensors(*store, key);
   REQUIRE(second.lookup.result == LookupResult::hit);
@@ -167,7 +166,7 @@ TEST_CASE("unfinished publications are never used and are collected once their w
   // What a writer killed before its commit leaves: a complete-looking entry in tmp/.
   REQUIRE(publish_tensors(*store, key, test::model_tensors(16)).result == PublishResult::published);
   const std::string tmp = dir.path() + "/tmp/" + id + ".12345-0-deadbeef";
-  std::filesystem::rename(store->entry_path(id), tmp);
+  test::rename_path(store->entry_path(id), tmp);
   auto loaded = load_tensors(*store, key);
   CHECK(loaded.lookup.result == LookupResult::miss);
   auto listed = store->list_entries();
@@ -175,8 +174,8 @@ TEST_CASE("unfinished publications are never used and are collected once their w
   CHECK(listed[0].state == EntryState::unfinished);
   auto removed = store->collect_garbage(DryRun::yes);
   CHECK(removed.size() == 1);
-  CHECK(std::filesystem::exists(tmp));
+  CHECK(test::path_exists(tmp));
   removed = store->collect_garbage();
   CHECK(removed.size() == 1);
-  CHECK_FALSE(std::filesystem::exists(tmp));
+  CHECK_FALSE(test::path_exists(tmp));
 }

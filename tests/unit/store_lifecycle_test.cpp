@@ -1,5 +1,4 @@
 // Capacity, reserved free space, LRU eviction, switching the cache off.
-#include <filesystem>
 #include <thread>
 
 #include "snapcache/snapshot.h"
@@ -120,7 +119,7 @@ TEST_CASE("a disabled cache touches no disk and says why", "[store][config]") {
   auto loaded = load_tensors(*store, test::test_key(1));
   CHECK(loaded.lookup.result == LookupResult::disabled);
   CHECK(loaded.lookup.reason.find("disabled") != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(dir.path() + "/cache"));
+  CHECK_FALSE(test::path_exists(dir.path() + "/cache"));
 }
 
 TEST_CASE("a miss names the key fields that differ from the nearest entry", "[store][key]") {
