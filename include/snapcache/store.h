@@ -155,6 +155,8 @@ class Store {
   const Config& config() const { return config_; }
   FileSystem& fs() const { return *fs_; }
   std::string entry_path(const std::string& id) const;
+  // The checkpoint content-digest memo kept in the cache directory (<dir>/digests.json).
+  DigestMemo digest_memo() const;
 
   PublishOutcome publish(const Key& key, std::span<const StorageSource> storages,
                          std::vector<TensorRecord> tensors, const PublishOptions& options = {});

@@ -104,6 +104,8 @@ Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSy
   return store;
 }
 
+DigestMemo Store::digest_memo() const { return DigestMemo(fs_, config_.directory + "/digests.json"); }
+
 std::string Store::entry_path(const std::string& id) const {
   return config_.directory + "/" + store::kEntriesDir + "/" + id;
 }

@@ -2,6 +2,7 @@
 #include <set>
 
 #include "snapcache/key.h"
+#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
@@ -77,13 +78,14 @@ TEST_CASE("the digest memo hashes changed files only", "[key]") {
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   auto files = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
   REQUIRE(files.is_ok());
-  DigestMemo memo(fs, dir / "memo.json");
+  auto store = *Store::open(test::test_config(dir / "cache"), fs);
+  DigestMemo memo = store->digest_memo();
   REQUIRE(memo.fill_digests(*files).is_ok());
   CHECK(memo.bytes_hashed() == 150000);
   const std::string digest_a = (*files)[0].content_digest;
   CHECK(digest_a.size() == 32);
 
-  DigestMemo again(fs, dir / "memo.json");
+  DigestMemo again = store->digest_memo();
   auto same = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
   REQUIRE(again.fill_digests(*same).is_ok());
   CHECK(again.bytes_hashed() == 0);
@@ -91,7 +93,7 @@ TEST_CASE("the digest memo hashes changed files only", "[key]") {
 
   test::write_bytes(dir / "a.bin", std::string(100000, 'c'));  // new bytes, new mtime/ctime
   auto changed = describe_checkpoint(*fs, {dir / "a.bin", dir / "b.bin"});
-  DigestMemo third(fs, dir / "memo.json");
+  DigestMemo third = store->digest_memo();
   REQUIRE(third.fill_digests(*changed).is_ok());
   CHECK(third.bytes_hashed() == 100000);
   CHECK((*changed)[0].content_digest != digest_a);
