@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# README's main job. Builds if needed, then runs the snapcache command.
+# README's main job: the demo. Builds on first use (installing what is missing), then generates a
+# small DiT-like checkpoint, loads one TP rank cold and warm, and proves the results bit-identical.
+# Flags go to snapcache-demo (--help lists them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-if [ ! -x build/default/tools/snapcache/snapcache ]; then
+if [ ! -f build/default/build.ninja ]; then
   bash tools/setup.sh
   cmake --preset default >/dev/null
 fi
-cmake --build --preset default >/dev/null
-exec build/default/tools/snapcache/snapcache "${@:---version}"
+cmake --build --preset default --target snapcache_demo snapcache_cli >/dev/null
+exec build/default/tools/demo/snapcache-demo "$@"

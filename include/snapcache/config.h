@@ -1,4 +1,5 @@
-// The cache's settings: defaults, overridden by environment variables, overridden by the caller.
+// The cache's settings: defaults, overridden by a settings file, overridden by environment
+// variables, overridden by the caller.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,21 @@ struct Config {
   std::uint64_t reserve_free_bytes = 1 * kGiB;  // free disk a publication must leave
   // Where each setting came from ("directory", "mode", "capacity", "reserve").
   std::map<std::string, ConfigSource> sources;
+  std::string config_file;  // the settings file that was read; empty when none was
 
   bool enabled() const { return mode == CacheMode::enabled; }
 
-  // Defaults, then SNAPCACHE_DIR, SNAPCACHE_DISABLE (1/true/yes), SNAPCACHE_CAPACITY_GIB,
-  // SNAPCACHE_RESERVE_GIB. An invalid value is an error that names the variable and the value.
+  // Defaults, then the settings file (see load), then SNAPCACHE_DIR, SNAPCACHE_DISABLE
+  // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB. An invalid value is an error that
+  // names the variable (or file and line) and the value.
   static Result<Config> from_environment();
+  // The same, reading `config_file` if it is not empty, else $SNAPCACHE_CONFIG if set (both must
+  // exist), else default_config_file() if it exists. The file has `name = value` lines and `#`
+  // comments; names: directory, disable, capacity, reserve (sizes with units: 64GiB, 500GB).
+  static Result<Config> load(const std::string& config_file);
   static std::string default_directory();
+  // $XDG_CONFIG_HOME/snapcache/snapcache.conf, else ~/.config/snapcache/snapcache.conf.
+  static std::string default_config_file();
 };
 
 }  // namespace snapcache

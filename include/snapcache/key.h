@@ -62,6 +62,11 @@ std::string key_id(const Key& key);
 std::string encode_key(const Key& key);
 Result<Key> decode_key(std::string_view bytes);
 
+// A key file holds encode_key(key) and nothing else. Write one for a load that missed and
+// `snapcache why FILE` names the fields that differ from the nearest entry.
+Status write_key_file(FileSystem& fs, const std::string& path, const Key& key);
+Result<Key> read_key_file(FileSystem& fs, const std::string& path);
+
 // One field that differs between two keys: "torch.version: 2.11.0 != 2.10.0".
 struct KeyDifference {
   std::string field;

@@ -42,10 +42,15 @@ struct LoadedTensors {
   NamedTensors tensors;  // on hit: CPU tensors over the entry's private mapping
 };
 
+enum class LoadLog {
+  line,   // one info line: hit, miss, damaged, fallback or disabled, and why
+  quiet,  // the caller reports (the load pipeline logs its own line per load)
+};
+
 // Looks the key up and, on a hit, checks the entry against `expected` (when given) before
-// building tensors. A mismatch counts as a miss, with the reason. Logs one line.
+// building tensors. A mismatch counts as a miss, with the reason.
 LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
-                           VerifyPolicy policy = VerifyPolicy::trust_identity);
+                           VerifyPolicy policy = VerifyPolicy::trust_identity, LoadLog log_mode = LoadLog::line);
 
 // Builds tensors over an opened snapshot; each holds the snapshot (mapping and lease) alive.
 NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot);

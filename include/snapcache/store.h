@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -137,15 +138,75 @@ struct EntryInfo {
   std::int64_t last_use_unix_ns = 0;
   bool leased = false;
   std::vector<int> lease_holders;  // process ids holding the lease (from /proc/locks)
+  // From verified.snap, when present and sound: a full rehash proved the data after its files
+  // changed identity.
+  std::optional<std::int64_t> verified_unix_ns;
+  // Every data file still has the identity it was proven with, so a load trusts the checksums
+  // without reading the data; false means the next load rehashes.
+  bool identity_trusted = false;
+};
+
+// "pid 1234 (python3), pid 99 (?)": lease holders as an operator wants to read them.
+std::string describe_processes(const std::vector<int>& pids);
+
+enum class DryRun { no, yes };
+
+// What to evict. Without `ids`, `all` or `unused_for_seconds` nothing is selected, unless
+// `to_size` is given, which selects least recently used entries until the cache holds at most
+// that many bytes. Leased entries are never evicted; they are reported as skipped.
+struct EvictRequest {
+  std::vector<std::string> ids;                     // full entry ids
+  bool all = false;
+  std::optional<std::int64_t> unused_for_seconds;   // last use at least this long ago
+  std::optional<std::uint64_t> to_size;             // stop once the cache is this small
+  DryRun dry_run = DryRun::no;
 };
 
 struct EvictOutcome {
-  std::vector<std::string> evicted;
+  std::vector<std::string> evicted;                          // least recently used first
+  std::vector<std::uint64_t> evicted_bytes;                  // parallel to `evicted`
   std::vector<std::pair<std::string, std::string>> skipped;  // id, why
   std::uint64_t bytes_freed = 0;
+  std::uint64_t bytes_before = 0;  // total_bytes() before
+  std::uint64_t bytes_after = 0;   // and after (as it would be, on a dry run)
 };
 
-enum class DryRun { no, yes };
+struct GarbageOptions {
+  DryRun dry_run = DryRun::no;
+  // Nothing younger than this is touched, so a publication that has not yet taken its lease is
+  // safe. Unfinished publications without a lease file always get at least an hour.
+  std::int64_t grace_seconds = 3600;
+  bool strays = true;  // also files in the cache directory that belong to no entry
+};
+
+struct GarbageItem {
+  std::string path;
+  std::string reason;  // "unfinished publication, its writer is gone", "stray file", ...
+  std::uint64_t bytes = 0;
+};
+
+// Outcomes counted by every process that used this cache directory (kept in <dir>/stats.json).
+// Lookups count what Store::lookup returned; a hit that the caller then rejects (another tensor
+// layout) still counts as a hit.
+struct CacheCounters {
+  std::int64_t since_unix_ns = 0;  // when counting began or was last zeroed; 0: never
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t damaged = 0;
+  std::uint64_t fallbacks = 0;
+  std::uint64_t published = 0;
+  std::uint64_t already_present = 0;
+  std::uint64_t publish_skipped = 0;
+  std::uint64_t publish_failed = 0;
+  std::uint64_t evicted = 0;
+};
+
+// A key a lookup missed, recorded (the newest 64) so `snapcache why` can explain the miss later.
+struct RecordedMiss {
+  std::string id;    // the key's id; no entry had it at the time
+  std::string path;  // key file (see write_key_file)
+  std::int64_t unix_ns = 0;
+};
 
 class Store {
  public:
@@ -170,22 +231,37 @@ class Store {
 
   // Maintenance (the CLI builds on these). Entries in use are never removed.
   std::vector<EntryInfo> list_entries();
+  // Reads only: never changes an entry's last use.
   Result<EntryInfo> entry_info(const std::string& id);
-  VerifyReport verify(const std::string& id);
+  // Rehashes every chunk, and reports as damaged whatever a load would refuse (manifest, missing
+  // data, key not matching the id, no lease file). `progress`, when given, is called with the
+  // bytes of each chunk hashed, from several threads at once.
+  VerifyReport verify(const std::string& id, const std::function<void(std::uint64_t)>& progress = {});
   // Removes an unleased entry; busy if leased.
   Result<std::uint64_t> remove_entry(const std::string& id);
+  // Takes a damaged entry out of entries/ at once, leased or not (a process that proved it
+  // earlier keeps its mapping); its bytes go when the last lease does.
+  Status quarantine(const std::string& id, const std::string& why);
+  EvictOutcome evict(const EvictRequest& request);
   // Evicts least-recently-used unleased entries until `needed` more bytes fit under the capacity
   // and the reserve; not_found/no_space with the reason if they cannot.
   Status make_room(std::uint64_t needed, std::vector<std::string>* evicted = nullptr);
   // Removes unfinished publications whose writer is gone, and trash.
   std::vector<std::string> collect_garbage(DryRun dry_run = DryRun::no);
+  // The same, older than a grace period, and files that belong to no entry.
+  std::vector<GarbageItem> collect_garbage(const GarbageOptions& options);
   std::uint64_t total_bytes();
+
+  // Counters and recorded misses are observability, not data: they go through the POSIX file
+  // system (never the injected one), are best effort, and never change an outcome.
+  Result<CacheCounters> counters() const;
+  Status zero_counters();
+  std::vector<RecordedMiss> recorded_misses() const;  // newest first
 
  private:
   Store(Config config, std::shared_ptr<FileSystem> fs);
   Result<std::shared_ptr<Snapshot>> open_snapshot(const std::string& id, const Key& key,
                                                   VerifyPolicy policy, LookupOutcome& outcome);
-  Status quarantine(const std::string& id, const std::string& why);
 
   Config config_;
   std::shared_ptr<FileSystem> fs_;

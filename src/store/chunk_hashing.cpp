@@ -13,7 +13,8 @@
 namespace snapcache::store {
 
 RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
-                          const std::vector<std::uint32_t>& files, std::size_t threads) {
+                          const std::vector<std::uint32_t>& files, std::size_t threads,
+                          const std::function<void(std::uint64_t)>& progress) {
   RehashResult result;
   struct Job {
     std::uint32_t file;
@@ -48,6 +49,7 @@ RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const M
     }
     if (!st) return st.with_context(df.name);
     bytes += size;
+    if (progress) progress(size);
     if (util::xxh3_64(buf.data(), size) != df.chunk_hashes[jobs[j].chunk]) {
       std::lock_guard lock(mu);
       result.damaged.push_back({df.name, jobs[j].chunk, offset, size,

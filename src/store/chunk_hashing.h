@@ -2,6 +2,7 @@
 // can count the bytes read and inject read faults).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@ struct RehashResult {
 };
 
 // Hashes every chunk of the files whose index is in `files` and compares with the manifest.
+// `progress` (when set) hears the bytes of each chunk read, from the hashing threads.
 RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
-                          const std::vector<std::uint32_t>& files, std::size_t threads);
+                          const std::vector<std::uint32_t>& files, std::size_t threads,
+                          const std::function<void(std::uint64_t)>& progress = {});
 
 std::string describe_damage(const std::vector<DamagedChunk>& damaged);
 

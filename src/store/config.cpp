@@ -4,7 +4,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
+
+#include "snapcache/file_system.h"
+#include "util/units.h"
 
 namespace snapcache {
 
@@ -26,6 +30,14 @@ std::string Config::default_directory() {
   return "/tmp/snapcache";
 }
 
+std::string Config::default_config_file() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg == '/')
+    return std::string(xdg) + "/snapcache/snapcache.conf";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    return std::string(home) + "/.config/snapcache/snapcache.conf";
+  return "";
+}
+
 namespace {
 
 Result<std::uint64_t> parse_gib(const char* variable, std::string_view value) {
@@ -38,12 +50,81 @@ Result<std::uint64_t> parse_gib(const char* variable, std::string_view value) {
   return static_cast<std::uint64_t>(std::llround(gib * static_cast<double>(kGiB)));
 }
 
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<bool> parse_bool(std::string_view s) {
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  return std::nullopt;
+}
+
+// `name = value` lines, `#` comments. Errors name the file and line, so a person can fix them.
+Status apply_file(Config& c, const std::string& path) {
+  auto fs = posix_file_system();
+  auto text = read_file(*fs, path);
+  if (!text) return text.status().with_context("settings file");
+  std::string_view rest = *text;
+  for (int line_no = 1; !rest.empty(); ++line_no) {
+    std::size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    auto where = [&] { return fmt::format("{}:{}", path, line_no); };
+    std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos)
+      return Status(StatusCode::invalid_argument, fmt::format("{}: expected 'name = value', got '{}'", where(), line));
+    std::string name(trim(line.substr(0, eq)));
+    std::string value(trim(line.substr(eq + 1)));
+    if (name == "directory") {
+      if (value.empty() || value[0] != '/')
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("{}: directory '{}' must be an absolute path", where(), value));
+      c.directory = value;
+      c.sources["directory"] = ConfigSource::file;
+    } else if (name == "disable") {
+      auto b = parse_bool(value);
+      if (!b)
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("{}: disable '{}' is not one of true, false, yes, no, on, off, 1, 0", where(), value));
+      c.mode = *b ? CacheMode::disabled : CacheMode::enabled;
+      c.sources["mode"] = ConfigSource::file;
+    } else if (name == "capacity" || name == "reserve") {
+      auto bytes = util::parse_size(value);
+      if (!bytes) return Status(StatusCode::invalid_argument, fmt::format("{}: {}: {}", where(), name, bytes.status().message()));
+      (name == "capacity" ? c.capacity_bytes : c.reserve_free_bytes) = *bytes;
+      c.sources[name] = ConfigSource::file;
+    } else {
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("{}: unknown setting '{}' (known: directory, disable, capacity, reserve)", where(), name));
+    }
+  }
+  c.config_file = path;
+  return Status::ok();
+}
+
 }  // namespace
 
-Result<Config> Config::from_environment() {
+Result<Config> Config::from_environment() { return load(""); }
+
+Result<Config> Config::load(const std::string& config_file) {
   Config c;
   c.directory = default_directory();
   for (const char* name : {"directory", "mode", "capacity", "reserve"}) c.sources[name] = ConfigSource::default_value;
+
+  std::string file = config_file;
+  if (const char* v = std::getenv("SNAPCACHE_CONFIG"); file.empty() && v != nullptr && *v != '\0') file = v;
+  if (file.empty()) {
+    // The default file is optional; one named explicitly must exist.
+    std::string fallback = default_config_file();
+    if (!fallback.empty() && posix_file_system()->stat(fallback)) file = fallback;
+  }
+  if (!file.empty()) SNAPCACHE_RETURN_IF_ERROR(apply_file(c, file));
 
   if (const char* dir = std::getenv("SNAPCACHE_DIR"); dir != nullptr && *dir != '\0') {
     if (dir[0] != '/')
@@ -53,12 +134,11 @@ Result<Config> Config::from_environment() {
     c.sources["directory"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_DISABLE"); v != nullptr && *v != '\0') {
-    std::string_view s(v);
-    if (s == "1" || s == "true" || s == "yes" || s == "on") c.mode = CacheMode::disabled;
-    else if (s == "0" || s == "false" || s == "no" || s == "off") c.mode = CacheMode::enabled;
-    else
+    auto disable = parse_bool(v);
+    if (!disable)
       return Status(StatusCode::invalid_argument,
-                    fmt::format("SNAPCACHE_DISABLE='{}' is not one of 1, 0, true, false, yes, no, on, off", s));
+                    fmt::format("SNAPCACHE_DISABLE='{}' is not one of 1, 0, true, false, yes, no, on, off", v));
+    c.mode = *disable ? CacheMode::disabled : CacheMode::enabled;
     c.sources["mode"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_CAPACITY_GIB"); v != nullptr) {

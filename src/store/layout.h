@@ -6,10 +6,13 @@
 //                              the lease file inside, so a dead writer's leftovers are detectable
 //   <dir>/trash/<id>.<nonce>/  entries being removed (rename first, then delete)
 //   <dir>/digests.json         checkpoint content-digest memo
+//   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h)
+//   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "snapcache/file_system.h"
 
@@ -21,6 +24,10 @@ inline constexpr const char* kTrashDir = "trash";
 inline constexpr const char* kManifestFile = "manifest.snap";
 inline constexpr const char* kLeaseFile = "lease";
 inline constexpr const char* kStampFile = "verified.snap";
+inline constexpr const char* kDigestsFile = "digests.json";
+inline constexpr const char* kStatsFile = "stats.json";
+inline constexpr const char* kMissesDir = "misses";
+inline constexpr const char* kTagFile = "CACHEDIR.TAG";
 
 std::int64_t now_unix_ns();
 // Unique among processes and threads on this host: "<pid>-<counter>-<random>".
@@ -32,5 +39,8 @@ std::string short_id(const std::string& id);
 // Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+// Processes holding flock locks on the file with this identity, from /proc/locks.
+std::vector<int> flock_holders(const FileIdentity& id);
 
 }  // namespace snapcache::store

@@ -8,6 +8,8 @@
 #include "snapcache/log.h"
 #include "store/chunk_hashing.h"
 #include "store/layout.h"
+#include "store/miss_record.h"
+#include "store/stats.h"
 #include "util/parallel.h"
 #include "util/units.h"
 
@@ -21,6 +23,20 @@ std::byte* Snapshot::storage_data(std::uint32_t index) const {
 }
 
 namespace {
+
+void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& out) {
+  switch (out.result) {
+    case LookupResult::hit: store::bump_counter(dir, store::Counter::hit); break;
+    case LookupResult::damaged: store::bump_counter(dir, store::Counter::damaged); break;
+    case LookupResult::fallback: store::bump_counter(dir, store::Counter::fallback); break;
+    case LookupResult::disabled: break;  // a disabled cache touches no disk
+    case LookupResult::miss:
+      store::bump_counter(dir, store::Counter::miss);
+      store::record_miss(dir, key, out.entry_id);
+      break;
+  }
+}
+
 bool is_damage(StatusCode code) {
   return code == StatusCode::damaged || code == StatusCode::foreign || code == StatusCode::mismatch ||
          code == StatusCode::unfinished;
@@ -117,6 +133,7 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy) {
     out.result = result;
     out.reason = std::move(reason);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    count_outcome(config_.directory, key, out);  // after timing: the bookkeeping is not the load's
     return out;
   };
   if (!config_.enabled()) return finish(LookupResult::disabled, "the cache is disabled by configuration");

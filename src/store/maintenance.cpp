@@ -1,4 +1,4 @@
-// Listing, verification, removal, eviction and garbage collection.
+// Listing, verification, removal and making room.
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -8,19 +8,18 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
+#include "format/stamp.h"
 #include "snapcache/log.h"
 #include "store/chunk_hashing.h"
 #include "store/layout.h"
+#include "store/stats.h"
 #include "util/parallel.h"
 #include "util/units.h"
 
 namespace snapcache {
-namespace {
+namespace store {
 
-constexpr std::int64_t kUnfinishedGraceNs = 3600ll * 1'000'000'000;  // a writer that never took its lock
-
-// Processes holding flock locks on the file with this identity, from /proc/locks:
-//   "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF"
+// From lines such as "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF".
 std::vector<int> flock_holders(const FileIdentity& id) {
   std::vector<int> pids;
   std::ifstream in("/proc/locks");
@@ -44,7 +43,18 @@ std::vector<int> flock_holders(const FileIdentity& id) {
   return pids;
 }
 
-}  // namespace
+}  // namespace store
+
+std::string describe_processes(const std::vector<int>& pids) {
+  std::vector<std::string> parts;
+  for (int pid : pids) {
+    std::ifstream in(fmt::format("/proc/{}/comm", pid));
+    std::string name;
+    if (!std::getline(in, name) || name.empty()) name = "?";
+    parts.push_back(fmt::format("pid {} ({})", pid, name));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 
 std::vector<EntryInfo> Store::list_entries() {
   std::vector<EntryInfo> out;
@@ -81,7 +91,7 @@ Result<EntryInfo> Store::entry_info(const std::string& id) {
   info.bytes = tree_size(*fs_, info.path).value_or(0);
   if (auto lease = fs_->stat(info.path + "/" + store::kLeaseFile)) {
     info.last_use_unix_ns = lease->mtime_ns;
-    info.lease_holders = flock_holders(*lease);
+    info.lease_holders = store::flock_holders(*lease);
     info.leased = !info.lease_holders.empty();
   } else {
     info.last_use_unix_ns = dir->mtime_ns;
@@ -104,18 +114,32 @@ Result<EntryInfo> Store::entry_info(const std::string& id) {
     info.state = EntryState::damaged;
     info.problem = "stored key does not hash to the entry's id";
   }
-  for (const auto& f : manifest->files) {
+  std::optional<format::Stamp> stamp;
+  if (auto text = read_file(*fs_, info.path + "/" + store::kStampFile)) {
+    if (auto s = format::decode_stamp(*text); s && s->identities.size() == manifest->files.size()) {
+      info.verified_unix_ns = s->verified_unix_ns;
+      stamp = std::move(*s);
+    }
+  }
+  info.identity_trusted = true;
+  for (std::size_t i = 0; i < manifest->files.size(); ++i) {
+    const DataFile& f = manifest->files[i];
     auto st = fs_->stat(info.path + "/" + f.name);
     if (!st || st->size != f.size) {
       info.state = EntryState::damaged;
       info.problem = "data file " + f.name + (st ? " has the wrong size" : " is missing");
+      info.identity_trusted = false;
+      continue;
     }
+    FileIdentity now = *st;
+    now.is_directory = false;
+    if (!(now == f.identity) && !(stamp && now == stamp->identities[i])) info.identity_trusted = false;
   }
   info.manifest = std::move(*manifest);
   return info;
 }
 
-VerifyReport Store::verify(const std::string& id) {
+VerifyReport Store::verify(const std::string& id, const std::function<void(std::uint64_t)>& progress) {
   VerifyReport report;
   report.entry_id = id;
   const std::string path = entry_path(id);
@@ -133,7 +157,7 @@ VerifyReport Store::verify(const std::string& id) {
   }
   std::vector<std::uint32_t> all(manifest->files.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  auto rehash = store::rehash_files(*fs_, path, *manifest, all, util::worker_count());
+  auto rehash = store::rehash_files(*fs_, path, *manifest, all, util::worker_count(), progress);
   report.bytes_hashed = rehash.bytes;
   report.damaged_chunks = std::move(rehash.damaged);
   if (!rehash.status) {
@@ -141,6 +165,12 @@ VerifyReport Store::verify(const std::string& id) {
                                                                   : rehash.status;
   } else if (!report.damaged_chunks.empty()) {
     report.status = Status(StatusCode::damaged, store::describe_damage(report.damaged_chunks));
+  } else if (key_id(manifest->key) != id) {
+    // What a load would refuse, verify reports too, or the two would disagree about an entry.
+    report.status = Status(StatusCode::damaged, "stored key does not hash to the entry's id");
+  } else if (auto lease = fs_->stat(path + "/" + store::kLeaseFile);
+             !lease && lease.status().code() == StatusCode::not_found) {
+    report.status = Status(StatusCode::damaged, "entry has no lease file");
   }
   return report;
 }
@@ -151,9 +181,8 @@ Result<std::uint64_t> Store::remove_entry(const std::string& id) {
   if (!lease) {
     if (lease.status().code() == StatusCode::busy) {
       std::vector<int> pids;
-      if (auto st = fs_->stat(path + "/" + store::kLeaseFile)) pids = flock_holders(*st);
-      return Status(StatusCode::busy, pids.empty() ? "entry is leased"
-                                                   : fmt::format("entry is leased by pid {}", fmt::join(pids, ", ")));
+      if (auto st = fs_->stat(path + "/" + store::kLeaseFile)) pids = store::flock_holders(*st);
+      return Status(StatusCode::busy, pids.empty() ? "entry is leased" : "entry is leased by " + describe_processes(pids));
     }
     if (lease.status().code() != StatusCode::not_found || !fs_->stat(path)) return lease.status();
     // No lease file: a damaged entry nobody can be using; remove it below.
@@ -162,6 +191,7 @@ Result<std::uint64_t> Store::remove_entry(const std::string& id) {
   const std::string trash = config_.directory + "/" + store::kTrashDir + "/" + id + "." + store::unique_suffix();
   SNAPCACHE_RETURN_IF_ERROR(fs_->rename(path, trash));
   (void)fs_->fsync_directory(config_.directory + "/" + store::kEntriesDir);
+  store::bump_counter(config_.directory, store::Counter::evicted);
   SNAPCACHE_RETURN_IF_ERROR(remove_tree(*fs_, trash));
   return bytes;
 }
@@ -236,30 +266,6 @@ Status Store::make_room(std::uint64_t needed, std::vector<std::string>* evicted)
       return removed.status();
     }
   }
-}
-
-std::vector<std::string> Store::collect_garbage(DryRun dry_run) {
-  std::vector<std::string> removed;
-  const std::int64_t now = store::now_unix_ns();
-  for (const char* sub : {store::kTmpDir, store::kTrashDir}) {
-    const std::string dir = config_.directory + "/" + sub;
-    auto names = fs_->list_directory(dir);
-    if (!names) continue;
-    for (const auto& e : *names) {
-      const std::string path = dir + "/" + e.name;
-      // A writer or a reader that is alive holds the lease; a dead one's lock is gone with it.
-      auto lease = store::take_lease(*fs_, path, LockMode::exclusive);
-      bool abandoned = lease.is_ok();
-      if (!lease && lease.status().code() == StatusCode::not_found) {
-        auto st = fs_->stat(path);
-        abandoned = st && (std::string(sub) == store::kTrashDir || now - st->mtime_ns > kUnfinishedGraceNs);
-      }
-      if (!abandoned) continue;
-      if (dry_run == DryRun::no && !remove_tree(*fs_, path)) continue;
-      removed.push_back(path);
-    }
-  }
-  return removed;
 }
 
 }  // namespace snapcache

@@ -16,12 +16,23 @@
 #include "snapcache/log.h"
 #include "snapcache/version.h"
 #include "store/layout.h"
+#include "store/stats.h"
 #include "util/hash.h"
 #include "util/parallel.h"
 #include "util/units.h"
 
 namespace snapcache {
 namespace {
+
+store::Counter counter_of(PublishResult result) {
+  switch (result) {
+    case PublishResult::published: return store::Counter::published;
+    case PublishResult::already_present: return store::Counter::already_present;
+    case PublishResult::skipped: return store::Counter::publish_skipped;
+    case PublishResult::failed: return store::Counter::publish_failed;
+  }
+  return store::Counter::publish_failed;
+}
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -96,6 +107,7 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
                              out.seconds > 0 ? static_cast<double>(out.bytes) / out.seconds / 1e9 : 0.0));
     else
       log(level, fmt::format("publish {}: {} ({})", key.component, to_string(result), out.status.to_string()));
+    if (config_.enabled()) store::bump_counter(config_.directory, counter_of(result));
     return out;
   };
   if (!config_.enabled())

@@ -96,15 +96,17 @@ Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSy
     Status st = make_directories(f, dir + "/" + sub);
     if (!st) return st.with_context("cache directory " + dir);
   }
-  if (!f.stat(dir + "/CACHEDIR.TAG")) {
-    (void)write_file_atomic(f, dir + "/CACHEDIR.TAG",
+  if (!f.stat(dir + "/" + store::kTagFile)) {
+    (void)write_file_atomic(f, dir + "/" + store::kTagFile,
                             "Signature: 8a477f597d28d172789f06886806bc55\n"
                             "# This directory is a snapcache cache; see https://bford.info/cachedir/\n");
   }
   return store;
 }
 
-DigestMemo Store::digest_memo() const { return DigestMemo(fs_, config_.directory + "/digests.json"); }
+DigestMemo Store::digest_memo() const {
+  return DigestMemo(fs_, config_.directory + "/" + store::kDigestsFile);
+}
 
 std::string Store::entry_path(const std::string& id) const {
   return config_.directory + "/" + store::kEntriesDir + "/" + id;

@@ -162,7 +162,8 @@ NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot) {
   return out;
 }
 
-LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy) {
+LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy,
+                           LoadLog log_mode) {
   LoadedTensors out;
   out.lookup = store.lookup(key, policy);
   LookupOutcome& lk = out.lookup;
@@ -176,6 +177,7 @@ LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* e
     }
   }
   if (lk.result == LookupResult::hit) out.tensors = tensors_of(lk.snapshot);
+  if (log_mode == LoadLog::quiet) return out;
   std::string what = fmt::format("load {} [{}]: {}", key.component.empty() ? "(component)" : key.component,
                                  lk.entry_id.substr(0, 12), to_string(lk.result));
   if (lk.result == LookupResult::hit)

@@ -1,0 +1,106 @@
+// The load pipeline a model server links in: one call takes a load plan and returns the model's
+// device tensors and a report, bit-identical whether the snapshot was cold or warm.
+//
+//   key + eligibility -> warm: map + validate | cold: ordinary loader + completeness + publish
+//   -> post-load methods (CPU) -> mixed-precision validation -> upload -> derived-buffer refresh
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "snapcache/post_load.h"
+#include "snapcache/snapshot.h"
+
+namespace snapcache {
+
+enum class LoadPath {
+  hit,         // warm: from the snapshot
+  miss,        // cold: no snapshot yet; the ordinary loader ran (and the result was published)
+  fallback,    // cold: the snapshot could not be used (damaged, storage failure); see reason
+  ineligible,  // cold: this load must not be cached (adapter, opt-out, cache disabled)
+};
+const char* to_string(LoadPath path);
+
+struct StageTime {
+  std::string stage;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct LoadReport {
+  LoadPath path = LoadPath::miss;
+  std::string reason;
+  std::string entry_id;
+  std::vector<StageTime> stages;
+  std::optional<PublishOutcome> publish;
+  double seconds = 0;
+  std::string summary() const;  // the one log line
+  std::string table() const;    // stages, times and bytes, one per line
+};
+
+using DerivedBuffers = std::map<std::string, at::Tensor>;
+
+// Rebuilds derived, cross-layer buffers (fused norm weights, RoPE tables, ...) from the weights.
+// A hook creates its buffer if absent and otherwise copies into the existing one in place, so its
+// storage address never changes (captured CUDA graphs keep working). See refresh_buffer().
+struct RefreshHook {
+  std::string name;
+  std::function<Status(const NamedTensors& weights, DerivedBuffers& buffers, c10::Device device)> refresh;
+};
+// Puts `value` into buffers[name]: allocates it the first time, copies in place afterwards.
+Status refresh_buffer(DerivedBuffers& buffers, const std::string& name, const at::Tensor& value, c10::Device device);
+
+enum class CachePolicy { use, opt_out };
+
+struct LoadPlan {
+  // What is loaded: the key.
+  std::vector<std::string> checkpoint_files;
+  std::string component;
+  std::string source_identity;  // digest of the loader code (digest_source_files) or a version
+  std::string dtype;            // the load dtype, e.g. "bfloat16"
+  PrecisionPolicy precision;
+  Topology topology;
+  std::map<std::string, std::string> options;
+  bool hash_checkpoint_contents = false;  // add content digests (memoized) to the key
+
+  // Eligibility: loads that must not be cached take the ordinary path and the report says why.
+  CachePolicy cache = CachePolicy::use;
+  std::string ineligible_reason;  // e.g. "fused LoRA adapter checkpoint"
+
+  // The TP-local logical tensors the model declares (names, dtypes, shapes).
+  ExpectedLayout expected;
+  // The ordinary loader: reads the checkpoint, shards, fuses. Its output must match `expected`.
+  std::function<Result<NamedTensors>(const LoadPlan&)> ordinary_loader;
+  std::vector<std::shared_ptr<PostLoadMethod>> post_load;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::vector<RefreshHook> refresh_hooks;
+};
+
+struct LoadedModel {
+  NamedTensors weights;  // on plan.device, after post-load methods
+  DerivedBuffers derived;
+  LoadReport report;
+};
+
+// `store` may be null: then every load is ineligible ("no cache configured").
+Result<LoadedModel> load_model(Store* store, const LoadPlan& plan);
+
+// Loads again (warm or cold) and copies the result into `model`'s existing tensors in place, then
+// runs the refresh hooks: no weight or buffer changes its address.
+Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model);
+
+// Completeness of an ordinary load: every expected name present, none extra, dtypes and shapes as
+// declared.
+Status check_completeness(const NamedTensors& tensors, const ExpectedLayout& expected);
+
+// Moves tensors to `device`, one copy per storage so aliases stay aliases.
+Result<NamedTensors> upload_tensors(const NamedTensors& tensors, c10::Device device);
+
+// The key a plan loads under (checkpoint identities from stat, memoized digests if asked).
+Result<Key> key_for_plan(Store& store, const LoadPlan& plan);
+
+}  // namespace snapcache

@@ -1,0 +1,67 @@
+// safetensors files: a strict reader (the format's validation rules, clear errors on malformed
+// files) and a writer. The reader maps the file; each tensor it hands out owns its own storage
+// over the mapping and keeps the mapping alive.
+//
+// Format: header_size:u64 (little-endian) | header: JSON, header_size bytes | data
+//   header = { "__metadata__": {str: str}?, NAME: {"dtype": D, "shape": [n...], "data_offsets": [b, e]} ... }
+//   offsets are relative to the data section; tensors tile it exactly (no gaps, no overlaps).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "snapcache/file_system.h"
+#include "snapcache/snapshot.h"
+
+namespace snapcache {
+
+inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::float32;
+  std::string dtype_name;  // as in the file: "BF16", "F8_E4M3", ...
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  // within the data section
+  std::uint64_t end = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Opens and validates; malformed files give invalid_argument naming the file and the problem.
+  static Result<std::shared_ptr<SafetensorsFile>> open(const std::string& path,
+                                                       std::shared_ptr<FileSystem> fs = posix_file_system());
+
+  const std::string& path() const { return path_; }
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // in file order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const SafetensorsEntry* find(const std::string& name) const;
+  // A CPU tensor over the (private, copy-on-write) mapping; not_found if absent.
+  Result<at::Tensor> tensor(const std::string& name) const;
+  // Every tensor, in file order.
+  NamedTensors tensors() const;
+
+ private:
+  std::string path_;
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+  std::shared_ptr<MappedRegion> mapping_;
+  std::uint64_t data_start_ = 0;
+};
+
+// Parses and validates a header (the bytes after the 8-byte size) against a data section of
+// `data_bytes` bytes. Exposed for tests and fuzzing.
+Result<std::vector<SafetensorsEntry>> parse_safetensors_header(std::string_view header, std::uint64_t data_bytes,
+                                                               std::map<std::string, std::string>* metadata);
+
+// Writes tensors (made contiguous) in the safetensors format, through a temporary file.
+Status write_safetensors(const std::string& path, const NamedTensors& tensors,
+                         const std::map<std::string, std::string>& metadata = {},
+                         std::shared_ptr<FileSystem> fs = posix_file_system());
+
+std::optional<DType> dtype_from_safetensors(std::string_view name);
+std::optional<std::string> safetensors_dtype_name(DType dtype);
+
+}  // namespace snapcache

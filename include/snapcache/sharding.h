@@ -1,0 +1,24 @@
+// Tensor-parallel sharding for the common cases. Every result owns a compact storage of its own,
+// so what gets published is exactly the rank's share, not the whole checkpoint tensor.
+#pragma once
+
+#include <string>
+
+#include "snapcache/snapshot.h"
+
+namespace snapcache {
+
+enum class ShardAxis {
+  rows,     // dim 0: column-parallel linear layers (q, k, v, up/gate projections)
+  columns,  // dim 1: row-parallel linear layers (output and down projections)
+};
+
+// Rank `rank` of `size` equal parts of `full` along `axis`; invalid_argument naming the tensor if
+// the dimension does not divide evenly or the rank is out of range.
+Result<at::Tensor> shard(const at::Tensor& full, ShardAxis axis, int rank, int size, const std::string& name);
+
+// This rank's rows of q, k and v, concatenated into one fused QKV weight (or bias).
+Result<at::Tensor> fuse_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int rank, int size,
+                            const std::string& name);
+
+}  // namespace snapcache

@@ -1,0 +1,50 @@
+// INT8 per-row weights: scale (N, 1) -> (N,), optional column-major weight.
+#include <algorithm>
+
+#include "pipeline/named.h"
+#include "snapcache/post_load.h"
+#include "util/fmt.h"
+
+namespace snapcache {
+namespace {
+
+class Int8RowScale final : public PostLoadMethod {
+ public:
+  explicit Int8RowScale(WeightLayout layout) : layout_(layout) {}
+  std::string name() const override {
+    return layout_ == WeightLayout::column_major ? "int8-row-scale(column-major)" : "int8-row-scale";
+  }
+
+  std::vector<std::string> targets(const NamedTensors& tensors) const override {
+    return pipeline::weight_scale_pairs(tensors, at::kChar);
+  }
+
+  Status apply(NamedTensors& tensors) const override {
+    auto t = targets(tensors);
+    for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
+      at::Tensor& w = *pipeline::find(tensors, t[i]);
+      at::Tensor& s = *pipeline::find(tensors, t[i + 1]);
+      if (w.dim() != 2)
+        return Status(StatusCode::invalid_argument, fmt::format("tensor '{}': int8 weight must be 2-d, is {}", t[i],
+                                                                pipeline::shape_string(w.sizes())));
+      if (s.scalar_type() != at::kFloat || s.dim() != 2 || s.size(0) != w.size(0) || s.size(1) != 1)
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("tensor '{}': expected a float32 scale of shape ({}, 1), got {} {}", t[i + 1],
+                                  w.size(0), c10::toString(s.scalar_type()), pipeline::shape_string(s.sizes())));
+      s = s.reshape({w.size(0)});
+      if (layout_ == WeightLayout::column_major) w = w.t().contiguous().t();
+    }
+    return Status::ok();
+  }
+
+ private:
+  WeightLayout layout_;
+};
+
+}  // namespace
+
+std::shared_ptr<PostLoadMethod> int8_row_scale_method(WeightLayout weight_layout) {
+  return std::make_shared<Int8RowScale>(weight_layout);
+}
+
+}  // namespace snapcache

@@ -1,0 +1,94 @@
+// FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
+#include "pipeline/named.h"
+#include "snapcache/post_load.h"
+#include "util/fmt.h"
+
+namespace snapcache {
+
+std::string pipeline::shape_string(at::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
+
+std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensors, at::ScalarType dtype) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : tensors) {
+    if (t.scalar_type() != dtype) continue;
+    const std::string scale = n + "_scale";
+    for (const auto& [m, _] : tensors)
+      if (m == scale) {
+        out.push_back(n);
+        out.push_back(scale);
+      }
+  }
+  return out;
+}
+
+namespace {
+
+class LayoutConversion final : public PostLoadMethod {
+ public:
+  LayoutConversion(std::vector<std::string> suffixes, WeightLayout layout)
+      : suffixes_(std::move(suffixes)), layout_(layout) {}
+  std::string name() const override {
+    return layout_ == WeightLayout::column_major ? "layout(column-major)" : "layout(row-major)";
+  }
+
+  std::vector<std::string> targets(const NamedTensors& tensors) const override {
+    std::vector<std::string> out;
+    for (const auto& [n, _] : tensors)
+      for (const auto& s : suffixes_)
+        if (pipeline::ends_with(n, s)) {
+          out.push_back(n);
+          break;
+        }
+    return out;
+  }
+
+  Status apply(NamedTensors& tensors) const override {
+    for (const auto& name : targets(tensors)) {
+      at::Tensor& t = *pipeline::find(tensors, name);
+      if (t.scalar_type() != at::kHalf && t.scalar_type() != at::kChar)
+        return Status(StatusCode::unsupported, fmt::format("tensor '{}': layout conversion is for float16 and int8, not {}",
+                                                           name, c10::toString(t.scalar_type())));
+      if (t.dim() != 2)
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("tensor '{}': layout conversion needs a 2-d tensor, got {}", name,
+                                  pipeline::shape_string(t.sizes())));
+      t = layout_ == WeightLayout::column_major ? t.t().contiguous().t() : t.contiguous();
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::vector<std::string> suffixes_;
+  WeightLayout layout_;
+};
+
+}  // namespace
+
+std::shared_ptr<PostLoadMethod> layout_method(std::vector<std::string> suffixes, WeightLayout layout) {
+  return std::make_shared<LayoutConversion>(std::move(suffixes), layout);
+}
+
+Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy) {
+  for (const auto& [name, t] : tensors) {
+    const PrecisionRule* rule = nullptr;
+    for (const auto& r : policy.rules)
+      if (pipeline::ends_with(name, r.suffix)) {
+        rule = &r;
+        break;
+      }
+    if (rule == nullptr)
+      return Status(StatusCode::mismatch,
+                    fmt::format("tensor '{}': no rule of precision policy '{}' covers it", name, policy.name));
+    auto dtype = to_dtype(t.scalar_type());
+    if (!dtype || std::find(rule->allowed.begin(), rule->allowed.end(), *dtype) == rule->allowed.end()) {
+      std::vector<std::string_view> allowed;
+      for (DType d : rule->allowed) allowed.push_back(dtype_name(d));
+      return Status(StatusCode::mismatch,
+                    fmt::format("tensor '{}': dtype {} but precision policy '{}' allows {} for '*{}'", name,
+                                c10::toString(t.scalar_type()), policy.name, fmt::join(allowed, " or "), rule->suffix));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace snapcache

@@ -1,0 +1,138 @@
+// Garbage collection: unfinished publications whose writer is gone, removed entries waiting in
+// trash/, and files in the cache directory that belong to no entry.
+#include <algorithm>
+#include <array>
+
+#include "format/manifest.h"
+#include "snapcache/store.h"
+#include "store/layout.h"
+
+namespace snapcache {
+namespace {
+
+constexpr std::int64_t kNsPerSecond = 1'000'000'000;
+// A publication creates its directory and then, at once, its locked lease file. One without a
+// lease file is a writer that died in between, or one that is just slow: give it an hour.
+constexpr std::int64_t kLeaselessGraceNs = 3600ll * kNsPerSecond;
+
+// Leftovers of write_file_atomic ("<name>.tmp.<pid>.<n>") next to the files the store keeps at the
+// top of the cache directory. Nothing else at the top is ours to remove: the directory may hold an
+// operator's own files (a settings file, notes).
+bool is_atomic_leftover(const std::string& name) {
+  for (const char* kept : {store::kDigestsFile, store::kStatsFile, store::kTagFile})
+    if (name.starts_with(std::string(kept) + ".tmp.")) return true;
+  return false;
+}
+
+class Collector {
+ public:
+  Collector(FileSystem& fs, const GarbageOptions& options)
+      : fs_(fs), options_(options), now_(store::now_unix_ns()) {}
+
+  // Younger things may be a publication that has not yet locked its lease.
+  bool old_enough(const FileIdentity& st, std::int64_t grace_ns) const { return now_ - st.mtime_ns >= grace_ns; }
+  std::int64_t grace_ns() const { return options_.grace_seconds * kNsPerSecond; }
+
+  void take(const std::string& path, std::string reason) {
+    std::uint64_t bytes = tree_size(fs_, path).value_or(0);
+    if (options_.dry_run == DryRun::no && !remove_tree(fs_, path)) return;
+    items_.push_back({path, std::move(reason), bytes});
+  }
+
+  void stray(const std::string& path, const std::string& what) {
+    auto st = fs_.stat(path);
+    if (st && old_enough(*st, grace_ns())) take(path, (st->is_directory ? "stray directory" : "stray file") + what);
+  }
+
+  void unfinished(const std::string& path) {
+    auto st = fs_.stat(path);
+    if (!st) return;
+    if (!st->is_directory) {
+      if (options_.strays) stray(path, " in tmp/");
+      return;
+    }
+    // Age first: even a moment's exclusive lock would make a live writer's own lock fail.
+    if (options_.grace_seconds > 0 && !old_enough(*st, grace_ns())) return;
+    // A writer that is alive holds the lease; a dead one's lock is gone with it.
+    auto lease = store::take_lease(fs_, path, LockMode::exclusive);
+    if (lease) {
+      take(path, "unfinished publication, its writer is gone");
+    } else if (lease.status().code() == StatusCode::not_found &&
+               old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
+      take(path, "unfinished publication without a lease file");
+    }
+  }
+
+  void trash(const std::string& path) {
+    // Removed entries wait here until the last process that mapped them lets go.
+    auto lease = store::take_lease(fs_, path, LockMode::exclusive);
+    if (lease || (lease.status().code() == StatusCode::not_found && fs_.stat(path)))
+      take(path, "removed entry, no longer in use");
+  }
+
+  // Files inside an entry that its manifest does not name (a torn stamp write, say).
+  void entry_strays(const std::string& path, const std::string& id) {
+    auto bytes = read_file(fs_, path + "/" + store::kManifestFile);
+    if (!bytes) return;  // a damaged entry is `verify`'s business, not gc's
+    auto manifest = format::decode_manifest(*bytes);
+    if (!manifest) return;
+    auto names = fs_.list_directory(path);
+    if (!names) return;
+    for (const auto& e : *names) {
+      bool known = e.name == store::kManifestFile || e.name == store::kLeaseFile || e.name == store::kStampFile ||
+                   std::any_of(manifest->files.begin(), manifest->files.end(),
+                               [&](const DataFile& f) { return f.name == e.name; });
+      if (!known) stray(path + "/" + e.name, " in entry " + store::short_id(id));
+    }
+  }
+
+  std::vector<GarbageItem> take_items() { return std::move(items_); }
+
+ private:
+  FileSystem& fs_;
+  const GarbageOptions& options_;
+  std::int64_t now_;
+  std::vector<GarbageItem> items_;
+};
+
+std::vector<DirEntry> list(FileSystem& fs, const std::string& dir) {
+  auto names = fs.list_directory(dir);
+  return names ? std::move(*names) : std::vector<DirEntry>{};
+}
+
+}  // namespace
+
+std::vector<GarbageItem> Store::collect_garbage(const GarbageOptions& options) {
+  Collector c(*fs_, options);
+  const std::string& dir = config_.directory;
+  for (const auto& e : list(*fs_, dir + "/" + store::kTmpDir)) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
+  for (const auto& e : list(*fs_, dir + "/" + store::kTrashDir)) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
+  if (options.strays) {
+    for (const auto& e : list(*fs_, dir + "/" + store::kEntriesDir)) {
+      const std::string path = entry_path(e.name);
+      auto st = fs_->stat(path);  // list_directory does not say which names are directories
+      if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
+      else c.stray(path, " in entries/");
+    }
+    for (const auto& e : list(*fs_, dir + "/" + store::kMissesDir)) {
+      bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
+      if (!key_file) c.stray(dir + "/" + store::kMissesDir + "/" + e.name, " in misses/");
+    }
+    for (const auto& e : list(*fs_, dir))
+      if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
+  }
+  return c.take_items();
+}
+
+std::vector<std::string> Store::collect_garbage(DryRun dry_run) {
+  // What publication runs first: no grace (a live writer holds its lease), no strays.
+  GarbageOptions options;
+  options.dry_run = dry_run;
+  options.grace_seconds = 0;
+  options.strays = false;
+  std::vector<std::string> paths;
+  for (auto& item : collect_garbage(options)) paths.push_back(std::move(item.path));
+  return paths;
+}
+
+}  // namespace snapcache

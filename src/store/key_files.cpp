@@ -1,0 +1,73 @@
+// Key files: the key of a load, written to a file so a miss can be explained after the fact.
+// Lookups record each missed key in <dir>/misses/<id>.key and keep the newest kMaxRecordedMisses.
+#include <algorithm>
+
+#include "snapcache/key.h"
+#include "snapcache/store.h"
+#include "store/layout.h"
+#include "store/miss_record.h"
+
+namespace snapcache {
+
+Status write_key_file(FileSystem& fs, const std::string& path, const Key& key) {
+  return write_file_atomic(fs, path, encode_key(key));
+}
+
+Result<Key> read_key_file(FileSystem& fs, const std::string& path) {
+  auto bytes = read_file(fs, path);
+  if (!bytes) return bytes.status();
+  auto key = decode_key(*bytes);
+  if (!key) return Status(key.status().code(), path + " is not a snapcache key file: " + key.status().message());
+  return key;
+}
+
+namespace store {
+namespace {
+
+constexpr std::size_t kMaxRecordedMisses = 64;
+constexpr const char* kKeySuffix = ".key";
+
+FileSystem& side_fs() {
+  static const std::shared_ptr<FileSystem> fs = posix_file_system();
+  return *fs;
+}
+
+struct Found {
+  std::string name;
+  std::int64_t mtime_ns;
+};
+
+std::vector<Found> key_files(FileSystem& fs, const std::string& dir) {
+  std::vector<Found> out;
+  auto names = fs.list_directory(dir);
+  if (!names) return out;
+  for (const auto& e : *names) {
+    if (e.name.size() != 32 + 4 || !e.name.ends_with(kKeySuffix) || !is_entry_id(e.name.substr(0, 32))) continue;
+    if (auto st = fs.stat(dir + "/" + e.name)) out.push_back({e.name, st->mtime_ns});
+  }
+  std::sort(out.begin(), out.end(), [](const Found& a, const Found& b) { return a.mtime_ns > b.mtime_ns; });
+  return out;
+}
+
+}  // namespace
+
+void record_miss(const std::string& cache_directory, const Key& key, const std::string& id) {
+  FileSystem& fs = side_fs();
+  const std::string dir = cache_directory + "/" + kMissesDir;
+  if (!make_directories(fs, dir)) return;
+  if (!write_key_file(fs, dir + "/" + id + kKeySuffix, key)) return;
+  auto found = key_files(fs, dir);
+  for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i) (void)fs.remove_file(dir + "/" + found[i].name);
+}
+
+}  // namespace store
+
+std::vector<RecordedMiss> Store::recorded_misses() const {
+  std::vector<RecordedMiss> out;
+  const std::string dir = config_.directory + "/" + store::kMissesDir;
+  for (auto& f : store::key_files(store::side_fs(), dir))
+    out.push_back({f.name.substr(0, 32), dir + "/" + f.name, f.mtime_ns});
+  return out;
+}
+
+}  // namespace snapcache

@@ -1,0 +1,141 @@
+#include "store/stats.h"
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "store/layout.h"
+
+namespace snapcache::store {
+namespace {
+
+using nlohmann::json;
+
+// The JSON names are the ones `snapcache stats --json` prints.
+struct Field {
+  const char* name;
+  std::uint64_t CacheCounters::*member;
+};
+constexpr Field kFields[] = {
+    {"hits", &CacheCounters::hits},
+    {"misses", &CacheCounters::misses},
+    {"damaged", &CacheCounters::damaged},
+    {"fallbacks", &CacheCounters::fallbacks},
+    {"published", &CacheCounters::published},
+    {"already_present", &CacheCounters::already_present},
+    {"publish_skipped", &CacheCounters::publish_skipped},
+    {"publish_failed", &CacheCounters::publish_failed},
+    {"evicted", &CacheCounters::evicted},
+};
+
+const char* name_of(Counter c) { return kFields[static_cast<int>(c)].name; }
+
+FileSystem& side_fs() {
+  static const std::shared_ptr<FileSystem> fs = posix_file_system();
+  return *fs;
+}
+
+std::string stats_path(const std::string& dir) { return dir + "/" + kStatsFile; }
+
+// A few short tries: another process holds the lock for microseconds, a stuck one must not
+// stall a load.
+Status lock_briefly(FileSystem& fs, int fd, LockMode mode) {
+  Status st;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    st = fs.lock(fd, mode, LockWait::no_wait);
+    if (st || st.code() != StatusCode::busy) return st;
+    std::this_thread::sleep_for(std::chrono::microseconds(250));
+  }
+  return st;
+}
+
+Result<UniqueFd> open_or_create(FileSystem& fs, const std::string& path) {
+  auto fd = fs.open(path, OpenMode::read_write);
+  if (fd || fd.status().code() != StatusCode::not_found) return fd;
+  fd = fs.open(path, OpenMode::create_exclusive);
+  if (fd || fd.status().sys_errno() != EEXIST) return fd;
+  return fs.open(path, OpenMode::read_write);  // another process created it meanwhile
+}
+
+// The counters in an open, locked file; a missing, torn or foreign file reads as zeros.
+json read_locked(FileSystem& fs, int fd, std::uint64_t& size) {
+  size = 0;
+  auto id = fs.fstat(fd);
+  if (!id) return json::object();
+  std::string text(id->size, '\0');
+  if (!read_all(fs, fd, text.data(), text.size(), 0)) return json::object();
+  size = id->size;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return json::object();
+  return j;
+}
+
+// Rewrites in place, padded to the old size: the file never shrinks, so it needs no truncation.
+Status write_locked(FileSystem& fs, int fd, json& j, std::uint64_t old_size) {
+  j["version"] = 1;
+  std::string text = j.dump();
+  if (text.size() < old_size) text.append(old_size - text.size(), ' ');
+  return write_all(fs, fd, text.data(), text.size(), 0);
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::uint64_t counter_value(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+}  // namespace
+
+void bump_counter(const std::string& cache_directory, Counter counter) {
+  FileSystem& fs = side_fs();
+  auto fd = open_or_create(fs, stats_path(cache_directory));
+  if (!fd || !lock_briefly(fs, fd->get(), LockMode::exclusive)) return;
+  std::uint64_t size = 0;
+  json j = read_locked(fs, fd->get(), size);
+  if (!j.contains("since_unix_ns")) j["since_unix_ns"] = now_ns();
+  j[name_of(counter)] = counter_value(j, name_of(counter)) + 1;
+  (void)write_locked(fs, fd->get(), j, size);
+}
+
+Result<CacheCounters> read_counters(const std::string& cache_directory) {
+  FileSystem& fs = side_fs();
+  CacheCounters out;
+  auto fd = fs.open(stats_path(cache_directory), OpenMode::read);
+  if (!fd) return fd.status().code() == StatusCode::not_found ? Result<CacheCounters>(out) : fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get(), LockMode::shared));
+  std::uint64_t size = 0;
+  json j = read_locked(fs, fd->get(), size);
+  if (auto it = j.find("since_unix_ns"); it != j.end() && it->is_number_integer())
+    out.since_unix_ns = it->get<std::int64_t>();
+  for (const Field& f : kFields) out.*f.member = counter_value(j, f.name);
+  return out;
+}
+
+Status zero_counters(const std::string& cache_directory) {
+  FileSystem& fs = side_fs();
+  auto fd = open_or_create(fs, stats_path(cache_directory));
+  if (!fd) return fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get(), LockMode::exclusive));
+  std::uint64_t size = 0;
+  (void)read_locked(fs, fd->get(), size);
+  json j = json::object();
+  j["since_unix_ns"] = now_ns();
+  for (const Field& f : kFields) j[f.name] = 0;
+  return write_locked(fs, fd->get(), j, size);
+}
+
+}  // namespace snapcache::store
+
+namespace snapcache {
+
+Result<CacheCounters> Store::counters() const { return store::read_counters(config_.directory); }
+
+Status Store::zero_counters() { return store::zero_counters(config_.directory); }
+
+}  // namespace snapcache

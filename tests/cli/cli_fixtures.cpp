@@ -1,0 +1,78 @@
+#include "cli_fixtures.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace snapcache::test {
+
+Cache::Cache() : store(*Store::open(test_config(dir.path()))) {}
+
+std::string Cache::publish(int seed, std::size_t mib) {
+  PublishOptions options;
+  options.chunk_size = 1 << 20;
+  auto out = publish_tensors(*store, test_key(seed), model_tensors(seed, mib), options);
+  if (out.result != PublishResult::published) throw std::runtime_error("publish: " + out.status.to_string());
+  return out.entry_id;
+}
+
+std::vector<std::string> with_dir(const Cache& cache, std::vector<std::string> args) {
+  args.push_back("--dir");
+  args.push_back(cache.path());
+  return args;
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) throw std::runtime_error("open " + path);
+  unsigned char b = 0;
+  bool ok = ::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  b ^= 0x5a;
+  ok = ok && ::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("flip byte in " + path);
+}
+
+namespace {
+void snapshot_into(const std::string& path, std::vector<std::string>& lines) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  lines.push_back(path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                  std::to_string(st.st_mtim.tv_nsec));
+  if (!S_ISDIR(st.st_mode)) return;
+  if (DIR* d = ::opendir(path.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) snapshot_into(path + "/" + n, lines);
+  }
+}
+}  // namespace
+
+std::string tree_snapshot(const std::string& dir) {
+  std::vector<std::string> lines;
+  snapshot_into(dir, lines);
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+void set_age(const std::string& path, std::int64_t seconds_ago) {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
+  struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(secs), 0}};
+  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) throw std::runtime_error("utimensat " + path);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace snapcache::test

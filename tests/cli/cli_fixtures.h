@@ -1,0 +1,37 @@
+// Cache directories filled by the library for the CLI tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "snapcache/snapshot.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
+
+namespace snapcache::test {
+
+// A cache in a fresh temporary directory, with a store open on it.
+struct Cache {
+  TempDir dir;
+  std::shared_ptr<Store> store;
+  Cache();
+  const std::string& path() const { return dir.path(); }
+  // Publishes model_tensors(seed, mib) under test_key(seed) in 1 MiB chunks; returns the id.
+  std::string publish(int seed, std::size_t mib = 1);
+  std::string lease_path(const std::string& id) const { return store->entry_path(id) + "/lease"; }
+  std::string data_path(const std::string& id) const { return store->entry_path(id) + "/data-0000.bin"; }
+};
+
+// "--dir", path: the arguments every command gets in these tests.
+std::vector<std::string> with_dir(const Cache& cache, std::vector<std::string> args);
+
+void flip_byte(const std::string& path, std::uint64_t offset);
+// Every path below `dir` with its size and mtime: equal snapshots mean nothing changed.
+std::string tree_snapshot(const std::string& dir);
+// Sets a file's mtime to `seconds_ago` before now.
+void set_age(const std::string& path, std::int64_t seconds_ago);
+bool contains(const std::string& text, const std::string& part);
+
+}  // namespace snapcache::test

@@ -1,0 +1,99 @@
+// snapcache gc: dead writers' leftovers and stray files go; publications in progress stay.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "cli_fixtures.h"
+#include "cli_runner.h"
+#include "support/catch.h"
+
+using namespace snapcache;
+using namespace snapcache::test;
+
+namespace {
+
+// A publication directory as a writer leaves it while it works (or after it died).
+std::string make_unfinished(Cache& cache, const std::string& name) {
+  const std::string path = cache.path() + "/tmp/" + name;
+  REQUIRE(make_directories(cache.store->fs(), path).is_ok());
+  write_bytes(path + "/lease", "");
+  write_bytes(path + "/data-0000.bin", std::string(5000, 'x'));
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli gc leaves a publication in progress alone and removes what no one will finish", "[cli][gc]") {
+  Cache cache;
+  const std::string id = cache.publish(21);
+  const std::string other = std::string(32, 'a');
+
+  // In progress: its writer holds the lease, even though it is older than the grace period.
+  const std::string writing = make_unfinished(cache, other + ".100-0-live");
+  int lease = ::open((writing + "/lease").c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(lease >= 0);
+  REQUIRE(::flock(lease, LOCK_EX | LOCK_NB) == 0);
+  set_age(writing, 3 * 3600);
+  // Dead writer, long ago.
+  const std::string dead = make_unfinished(cache, other + ".101-0-dead");
+  set_age(dead, 3 * 3600);
+  // Unlocked but fresh: perhaps a writer about to take its lock.
+  const std::string fresh = make_unfinished(cache, other + ".102-0-new");
+  // Files that belong to no entry, old and new.
+  const std::string stray_entry_file = cache.store->entry_path(id) + "/verified.snap.tmp.999.0";
+  write_bytes(stray_entry_file, "torn");
+  set_age(stray_entry_file, 2 * 86400);
+  const std::string stray_in_entries = cache.path() + "/entries/notes.txt";
+  write_bytes(stray_in_entries, "hello");
+  set_age(stray_in_entries, 2 * 86400);
+  const std::string stray_leftover = cache.path() + "/stats.json.tmp.999.3";
+  write_bytes(stray_leftover, "{");
+  set_age(stray_leftover, 2 * 86400);
+  const std::string new_stray = cache.path() + "/entries/just-now.txt";
+  write_bytes(new_stray, "hi");
+  const std::string operators_file = cache.path() + "/README.operator";
+  write_bytes(operators_file, "ours, not the cache's");
+  set_age(operators_file, 30 * 86400);
+
+  auto dry = run_cli(with_dir(cache, {"gc", "--dry-run", "--json"}));
+  INFO(dry.out << dry.err);
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.json()["removed"].size() == 4);
+  CHECK(path_exists(dead));
+
+  auto run = run_cli(with_dir(cache, {"gc", "--json"}));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  CHECK(j["dry_run"] == false);
+  CHECK(j["grace_seconds"] == 3600);
+  std::set<std::string> removed;
+  for (const auto& item : j["removed"]) removed.insert(item["path"].get<std::string>());
+  CHECK(removed == std::set<std::string>{dead, stray_entry_file, stray_in_entries, stray_leftover});
+  CHECK(j["bytes_freed"].get<std::uint64_t>() >= 5000);
+  std::set<std::string> kept;
+  for (const auto& item : j["kept_unfinished"]) kept.insert(item["path"].get<std::string>());
+  CHECK(kept == std::set<std::string>{writing, fresh});
+
+  CHECK(path_exists(writing + "/data-0000.bin"));
+  CHECK(path_exists(fresh));
+  CHECK(path_exists(new_stray));
+  CHECK(path_exists(operators_file));
+  CHECK_FALSE(path_exists(dead));
+  CHECK_FALSE(path_exists(stray_entry_file));
+  // The entry itself is untouched and still loads.
+  CHECK(load_tensors(*cache.store, test_key(21)).lookup.result == LookupResult::hit);
+
+  // Without a grace period the fresh leftovers go too; the locked publication still stays.
+  auto now = run_cli(with_dir(cache, {"gc", "--grace", "0"}));
+  INFO(now.out);
+  CHECK(now.exit_code == 0);
+  CHECK(contains(now.out, "removed"));
+  CHECK(contains(now.out, "kept"));
+  CHECK_FALSE(path_exists(fresh));
+  CHECK_FALSE(path_exists(new_stray));
+  CHECK(path_exists(writing + "/data-0000.bin"));
+  ::close(lease);
+}

@@ -1,0 +1,177 @@
+// snapcache ls and inspect.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "cli_fixtures.h"
+#include "cli_runner.h"
+#include "support/catch.h"
+#include "support/child_process.h"
+
+using namespace snapcache;
+using namespace snapcache::test;
+
+namespace {
+void age_apart() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+}  // namespace
+
+TEST_CASE("cli ls lists entries most recently used first", "[cli][ls]") {
+  Cache cache;
+  const std::string a = cache.publish(1);
+  age_apart();
+  const std::string b = cache.publish(2);
+  age_apart();
+  REQUIRE(load_tensors(*cache.store, test_key(1)).lookup.result == LookupResult::hit);  // a is now the latest
+
+  auto run = run_cli(with_dir(cache, {"ls", "--json"}));
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  REQUIRE(j["entries"].size() == 2);
+  CHECK(j["directory"] == cache.path());
+  const auto& first = j["entries"][0];
+  CHECK(first["id"] == a);
+  CHECK(j["entries"][1]["id"] == b);
+  CHECK(first["short_id"] == a.substr(0, 12));
+  CHECK(first["state"] == "ok");
+  CHECK(first["component"] == "dit");
+  CHECK(first["checkpoint"][0] == "/checkpoints/model-1.safetensors");
+  CHECK(first["topology"]["tp_size"] == 1);
+  CHECK(first["dtype"] == "bfloat16");
+  CHECK(first["torch_version"] == current_torch_identity().version);
+  CHECK(first["bytes"].get<std::uint64_t>() > (1u << 20) / 2);
+  CHECK(first["leased"] == false);
+  CHECK(first["lease_holders"].empty());
+  CHECK(first["last_use_unix_ns"].get<std::int64_t>() > j["entries"][1]["last_use_unix_ns"].get<std::int64_t>());
+  CHECK(first["created_unix_ns"].get<std::int64_t>() > 0);
+  CHECK(j["bytes"].get<std::uint64_t>() >= first["bytes"].get<std::uint64_t>());
+
+  auto text = run_cli(with_dir(cache, {"ls"}));
+  REQUIRE(text.exit_code == 0);
+  INFO(text.out);
+  CHECK(contains(text.out, "ID"));
+  CHECK(contains(text.out, "LAST USE"));
+  CHECK(contains(text.out, "bfloat16"));
+  CHECK(contains(text.out, "tp 0/1 pp 0/1"));
+  CHECK(contains(text.out, "MiB"));
+  CHECK(text.out.find(a.substr(0, 12)) < text.out.find(b.substr(0, 12)));
+  CHECK(contains(text.out, "2 entries"));
+}
+
+TEST_CASE("cli ls names the processes that hold a lease and unfinished publications", "[cli][ls]") {
+  Cache cache;
+  const std::string id = cache.publish(3);
+  ChildProcess holder({"hold", cache.path(), "3"});
+  REQUIRE(holder.wait_for_line("holding"));
+  make_directories(cache.store->fs(), cache.path() + "/tmp/" + id + ".1-0-dead");
+
+  auto j = run_cli(with_dir(cache, {"ls", "--json"})).json();
+  REQUIRE(j["entries"].size() == 2);
+  bool saw_leased = false, saw_unfinished = false;
+  for (const auto& e : j["entries"]) {
+    if (e["state"] == "unfinished") {
+      saw_unfinished = true;
+      CHECK(e["component"].is_null());
+      continue;
+    }
+    saw_leased = true;
+    CHECK(e["leased"] == true);
+    REQUIRE(e["lease_holders"].size() == 1);
+    CHECK(e["lease_holders"][0]["pid"] == holder.pid());
+    CHECK(e["lease_holders"][0]["name"] != "?");
+  }
+  CHECK(saw_leased);
+  CHECK(saw_unfinished);
+
+  auto text = run_cli(with_dir(cache, {"ls"}));
+  INFO(text.out);
+  CHECK(contains(text.out, "ok, leased by pid " + std::to_string(holder.pid())));
+  CHECK(contains(text.out, "unfinished"));
+}
+
+TEST_CASE("cli inspect shows key tensors storages checksums and leases without changing last use",
+          "[cli][inspect]") {
+  Cache cache;
+  const std::string id = cache.publish(4, 2);
+  set_age(cache.lease_path(id), 3600);
+  const std::string before = tree_snapshot(cache.path());
+
+  auto run = run_cli(with_dir(cache, {"inspect", id.substr(0, 8), "--json"}));
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  CHECK(j["id"] == id);
+  CHECK(j["key"]["id"] == id);
+  CHECK(j["key"]["component"] == "dit");
+  CHECK(j["key"]["checkpoint"][0]["path"] == "/checkpoints/model-4.safetensors");
+  CHECK(j["key"]["torch"]["version"] == current_torch_identity().version);
+  CHECK(j["key"]["precision_policy"] == "w8a16");
+  CHECK(j["creation"]["pid"].get<int>() > 0);
+  CHECK(j["verified_unix_ns"].is_null());
+  CHECK(j["identity_trusted"] == true);
+  CHECK(j["leased"] == false);
+  REQUIRE(j["files"].size() == 1);
+  CHECK(j["files"][0]["name"] == "data-0000.bin");
+  CHECK(j["files"][0]["chunk_size"] == 1 << 20);
+  CHECK(j["files"][0]["chunk_hashes"].size() >= 2);
+  CHECK(j["files"][0]["chunk_hashes"][0].get<std::string>().size() == 16);
+  CHECK_FALSE(j["storages"].empty());
+  CHECK_FALSE(j["storages"][0]["chunk_hashes"].empty());
+
+  const auto expected = model_tensors(4, 2);
+  REQUIRE(j["tensors"].size() == expected.size());
+  std::set<std::string> names;
+  for (const auto& t : j["tensors"]) names.insert(t["name"].get<std::string>());
+  CHECK(names.count("attn.qkv.weight") == 1);
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] == "attn.k_view") {
+      CHECK(t["dtype"] == "bfloat16");
+      CHECK(t["shape"] == nlohmann::json::array({256, 256}));
+      CHECK(t["strides"] == nlohmann::json::array({256, 1}));
+      CHECK(t["storage_offset"] == 256 * 256);
+      CHECK(t["bytes"] == 256 * 256 * 2);
+    }
+    if (t["name"] == "attn.proj.weight_t") CHECK(t["strides"] == nlohmann::json::array({1, 512}));
+  }
+
+  auto text = run_cli(with_dir(cache, {"inspect", id}));
+  REQUIRE(text.exit_code == 0);
+  INFO(text.out);
+  CHECK(contains(text.out, "attn.qkv.weight"));
+  CHECK(contains(text.out, "[768, 256]"));
+  CHECK(contains(text.out, "XXH3-64"));
+  CHECK(contains(text.out, "source_identity"));
+  CHECK(contains(text.out, "leases"));
+  CHECK(contains(text.out, "never rehashed since publication"));
+
+  // Inspecting is reading: the entry keeps its place in the LRU order, and nothing else moves.
+  CHECK(tree_snapshot(cache.path()) == before);
+}
+
+TEST_CASE("cli inspect names the candidates of an ambiguous prefix", "[cli][inspect]") {
+  Cache cache;
+  // Seventeen ids over sixteen first digits: two must share one.
+  std::map<char, std::vector<std::string>> by_digit;
+  char shared = 0;
+  for (int seed = 10; seed < 27 && !shared; ++seed) {
+    std::string id = cache.publish(seed);
+    by_digit[id[0]].push_back(id);
+    if (by_digit[id[0]].size() == 2) shared = id[0];
+  }
+  REQUIRE(shared != 0);
+  auto run = run_cli(with_dir(cache, {"inspect", std::string(1, shared)}));
+  INFO(run.err);
+  CHECK(run.exit_code == 3);
+  CHECK(contains(run.err, "ambiguous"));
+  for (const auto& id : by_digit[shared]) CHECK(contains(run.err, id));
+
+  std::string unused = "0123456789ab";
+  while (std::any_of(by_digit.begin(), by_digit.end(), [&](const auto& kv) {
+    return std::any_of(kv.second.begin(), kv.second.end(), [&](const std::string& id) { return id.starts_with(unused); });
+  }))
+    unused[11] = unused[11] == 'f' ? '0' : static_cast<char>(unused[11] + 1);
+  auto none = run_cli(with_dir(cache, {"inspect", unused}));
+  CHECK(none.exit_code == 3);
+  CHECK(contains(none.err, "no entry matches"));
+}

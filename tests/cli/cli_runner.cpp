@@ -1,0 +1,145 @@
+#include "cli_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "support/catch.h"
+
+extern char** environ;
+
+namespace snapcache::test {
+namespace {
+
+std::vector<std::string> environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string var = *e;
+    if (var.starts_with("SNAPCACHE_") || var.starts_with("XDG_CONFIG_HOME=")) continue;
+    env.push_back(var);
+  }
+  env.push_back("XDG_CONFIG_HOME=/nonexistent/snapcache-cli-test-config");
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+            posix_spawn_file_actions_t* actions) {
+  std::vector<std::string> argv_s{SNAPCACHE_CLI};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s = env;
+  auto argv = pointers(argv_s);
+  auto envp = pointers(env_s);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, argv_s[0].c_str(), actions, nullptr, argv.data(), envp.data()) != 0)
+    throw std::runtime_error("posix_spawn " + argv_s[0]);
+  return pid;
+}
+
+int reap(pid_t pid) {
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace
+
+nlohmann::json CliRun::json() const {
+  auto j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  INFO("stdout: " << out << "\nstderr: " << err);
+  REQUIRE_FALSE(j.is_discarded());
+  return j;
+}
+
+CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  pid_t pid = spawn(args, environment(env), &actions);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CliRun run;
+  // Both pipes at once: a child that fills one while we wait on the other would never finish.
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open = 2;
+  while (open > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[8192];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  run.exit_code = reap(pid);
+  return run;
+}
+
+CliRun run_cli_on_terminal(const std::vector<std::string>& args) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("pty");
+  const char* name = ::ptsname(master);
+  if (name == nullptr) throw std::runtime_error("ptsname");
+  // Our own slave descriptor keeps the terminal open: without it, reading the master fails with
+  // EIO whenever the child has not opened its side yet, or has already closed it.
+  int slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) throw std::runtime_error("open pty slave");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, slave, 1);
+  posix_spawn_file_actions_adddup2(&actions, slave, 2);
+  pid_t pid = spawn(args, environment({}), &actions);
+  posix_spawn_file_actions_destroy(&actions);
+  CliRun run;
+  bool exited = false;
+  int status = 0;
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    int ready = ::poll(&p, 1, exited ? 0 : 50);
+    if (ready > 0) {
+      char buf[8192];
+      ssize_t n = ::read(master, buf, sizeof buf);
+      if (n > 0) {
+        run.out.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+    }
+    if (exited) break;  // and drained
+    if (::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+  }
+  ::close(slave);
+  ::close(master);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+}  // namespace snapcache::test

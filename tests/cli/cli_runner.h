@@ -1,0 +1,26 @@
+// Runs the built `snapcache` binary as a separate process and captures what it says.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace snapcache::test {
+
+struct CliRun {
+  int exit_code = -1;  // 128 + signal when killed
+  std::string out;
+  std::string err;
+  // stdout parsed as JSON; fails the test with the output when it is not JSON.
+  nlohmann::json json() const;
+};
+
+// `env` adds NAME=value pairs to an environment without SNAPCACHE_* variables and with
+// XDG_CONFIG_HOME pointing nowhere, so no settings file of the machine leaks in.
+CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+
+// The same on a pseudo-terminal (stdout and stderr both), as an operator at a shell sees it.
+CliRun run_cli_on_terminal(const std::vector<std::string>& args);
+
+}  // namespace snapcache::test

@@ -1,0 +1,70 @@
+// snapcache why: the key fields that make a load miss.
+#include <map>
+
+#include "cli_fixtures.h"
+#include "cli_runner.h"
+#include "support/catch.h"
+
+using namespace snapcache;
+using namespace snapcache::test;
+
+TEST_CASE("cli why names the key fields that differ from the nearest entry", "[cli][why]") {
+  Cache cache;
+  const std::string published = cache.publish(41);
+  Key wanted = test_key(41);
+  wanted.dtype = "float16";
+  wanted.topology.tp_size = 2;
+  const std::string missed = key_id(wanted);
+  CHECK(load_tensors(*cache.store, wanted).lookup.result == LookupResult::miss);
+
+  auto list = run_cli(with_dir(cache, {"why", "--json"}));
+  INFO(list.out << list.err);
+  REQUIRE(list.exit_code == 0);
+  auto l = list.json();
+  REQUIRE(l["misses"].size() == 1);
+  CHECK(l["misses"][0]["key_id"] == missed);
+  CHECK(l["misses"][0]["nearest"]["id"] == published);
+
+  auto run = run_cli(with_dir(cache, {"why", missed.substr(0, 8), "--json"}));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  CHECK(j["key_id"] == missed);
+  CHECK(j["source"] == "recorded_miss");
+  CHECK(j["entry_exists"] == false);
+  CHECK(j["key"]["dtype"] == "float16");
+  CHECK(j["nearest"]["id"] == published);
+  std::map<std::string, std::pair<std::string, std::string>> diffs;
+  for (const auto& d : j["nearest"]["differences"])
+    diffs[d["field"].get<std::string>()] = {d["wanted"].get<std::string>(), d["found"].get<std::string>()};
+  CHECK(diffs.size() == 2);
+  CHECK(diffs["dtype"] == std::make_pair(std::string("float16"), std::string("bfloat16")));
+  CHECK(diffs["topology.tp_size"] == std::make_pair(std::string("2"), std::string("1")));
+
+  // A key file written by the application works the same.
+  TempDir elsewhere;
+  const std::string file = elsewhere / "load.key";
+  REQUIRE(write_key_file(cache.store->fs(), file, wanted).is_ok());
+  auto text = run_cli(with_dir(cache, {"why", file}));
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 0);
+  CHECK(contains(text.out, "differs in 2 fields"));
+  CHECK(contains(text.out, "dtype"));
+  CHECK(contains(text.out, "float16"));
+  CHECK(contains(text.out, "bfloat16"));
+
+  // Once the entry exists, the miss is explained by its absence at the time.
+  PublishOptions options;
+  REQUIRE(publish_tensors(*cache.store, wanted, model_tensors(41, 1), options).result == PublishResult::published);
+  auto later = run_cli(with_dir(cache, {"why", missed}));
+  CHECK(later.exit_code == 0);
+  CHECK(contains(later.out, "published after the miss"));
+
+  auto garbage = elsewhere / "not-a-key";
+  write_bytes(garbage, "hello");
+  auto bad = run_cli(with_dir(cache, {"why", garbage}));
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "not a snapcache key file"));
+  auto unknown = run_cli(with_dir(cache, {"why", "ffffffffffff"}));
+  CHECK(unknown.exit_code == 3);
+}

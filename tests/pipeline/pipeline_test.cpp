@@ -1,0 +1,271 @@
+// The load pipeline end to end on the demo model: ordinary, cold and warm loads agree bit for bit;
+// every way the cache can fail ends in the ordinary path with the reason and the same result.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Functions.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "dit_model.h"
+#include "support/catch.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
+#include "util/fault_injection.h"
+
+using namespace snapcache;
+
+namespace {
+
+demo::DitConfig small_config(int tp_rank = 1, int tp_size = 2) {
+  demo::DitConfig c;
+  c.hidden = 256;
+  c.layers = 2;
+  c.heads = 4;
+  c.tokens = 8;
+  c.tp_rank = tp_rank;
+  c.tp_size = tp_size;
+  return c;
+}
+
+struct Fixture {
+  test::TempDir dir;
+  demo::DitConfig config = small_config();
+  std::string checkpoint = dir / "model.safetensors";
+  Fixture() { REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok()); }
+  LoadPlan plan() const { return demo::make_plan(config, checkpoint, c10::Device(c10::kCPU)); }
+  std::shared_ptr<Store> store(std::shared_ptr<FileSystem> fs = posix_file_system()) const {
+    return *Store::open(test::test_config(dir / "cache"), std::move(fs));
+  }
+  LoadedModel reference() const {
+    auto m = load_model(nullptr, plan());
+    REQUIRE(m.is_ok());
+    return std::move(*m);
+  }
+};
+
+std::string only_entry_data(Store& store) {
+  auto entries = store.list_entries();
+  REQUIRE(entries.size() == 1);
+  return entries[0].path + "/data-0000.bin";
+}
+
+void flip_byte(const std::string& path, off_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  char c = 0;
+  REQUIRE(::pread(fd, &c, 1, offset) == 1);
+  c = static_cast<char>(c ^ 0x10);
+  REQUIRE(::pwrite(fd, &c, 1, offset) == 1);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("ordinary and cold and warm loads of the demo model give bit-identical weights and outputs", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadedModel ref = f.reference();
+  CHECK(ref.report.path == LoadPath::ineligible);
+  auto cold = load_model(store.get(), f.plan());
+  REQUIRE(cold.is_ok());
+  CHECK(cold->report.path == LoadPath::miss);
+  REQUIRE(cold->report.publish.has_value());
+  CHECK(cold->report.publish->result == PublishResult::published);
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  CHECK(warm->report.path == LoadPath::hit);
+  CHECK(demo::identical(ref, *cold));
+  CHECK(demo::identical(*cold, *warm));
+  at::Tensor out_ref = demo::forward(f.config, ref);
+  CHECK(demo::identical(out_ref, demo::forward(f.config, *cold)));
+  CHECK(demo::identical(out_ref, demo::forward(f.config, *warm)));
+  // The post-load methods really ran on the warm path: flattened scales, column-major weights.
+  for (const auto& [name, t] : warm->weights) {
+    if (name == "blocks.0.mlp.up.weight_scale") CHECK(t.dim() == 1);
+    if (name == "blocks.0.attn.proj.weight") CHECK(t.stride(0) == 1);
+    if (name == "blocks.0.mlp.down.weight_scale") CHECK(t.stride(0) == 1);
+  }
+}
+
+TEST_CASE("each post-load method alone gives bit-identical results cold and warm", "[pipeline]") {
+  std::vector<std::shared_ptr<PostLoadMethod>> methods = {
+      int8_row_scale_method(WeightLayout::row_major), int8_row_scale_method(WeightLayout::column_major),
+      fp8_block_scale_method(), layout_method({"adaln.weight"}, WeightLayout::column_major),
+      layout_method({"proj.weight", "up.weight"}, WeightLayout::column_major)};
+  for (const auto& method : methods) {
+    INFO(method->name());
+    Fixture f;
+    auto store = f.store();
+    LoadPlan plan = f.plan();
+    plan.post_load = {method};
+    plan.precision.rules.clear();  // the flattened scales only come with the int8 method
+    plan.options["method"] = method->name();
+    auto ref = load_model(nullptr, plan);
+    auto cold = load_model(store.get(), plan);
+    auto warm = load_model(store.get(), plan);
+    REQUIRE(ref.is_ok());
+    REQUIRE(cold.is_ok());
+    REQUIRE(warm.is_ok());
+    CHECK(warm->report.path == LoadPath::hit);
+    CHECK(demo::identical(*ref, *cold));
+    CHECK(demo::identical(*cold, *warm));
+  }
+}
+
+TEST_CASE("loading does not consume the global RNG on any path", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  REQUIRE(load_model(store.get(), f.plan()).is_ok());  // cold
+  REQUIRE(load_model(store.get(), f.plan())->report.path == LoadPath::hit);
+  REQUIRE(load_model(nullptr, f.plan()).is_ok());
+  CHECK(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()));
+}
+
+TEST_CASE("a damaged snapshot ends in the ordinary path with the reason and the same result", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadedModel ref = f.reference();
+  REQUIRE(load_model(store.get(), f.plan())->report.path == LoadPath::miss);
+  flip_byte(only_entry_data(*store), 5000);
+  auto loaded = load_model(store.get(), f.plan());
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->report.path == LoadPath::fallback);
+  CHECK(loaded->report.reason.find("damaged") != std::string::npos);
+  CHECK(loaded->report.reason.find("chunk 0") != std::string::npos);
+  CHECK(demo::identical(ref, *loaded));
+  CHECK(demo::identical(demo::forward(f.config, ref), demo::forward(f.config, *loaded)));
+  // It was rebuilt: the next load is warm again.
+  CHECK(load_model(store.get(), f.plan())->report.path == LoadPath::hit);
+}
+
+TEST_CASE("a malformed snapshot manifest ends in the ordinary path with the reason", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadedModel ref = f.reference();
+  REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  auto entries = store->list_entries();
+  REQUIRE(entries.size() == 1);
+  test::write_bytes(entries[0].path + "/manifest.snap", "SNAPCACHE-MANIF this is not a manifest at all.......");
+  auto loaded = load_model(store.get(), f.plan());
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->report.path == LoadPath::fallback);
+  CHECK(loaded->report.reason.find("manifest") != std::string::npos);
+  CHECK(demo::identical(ref, *loaded));
+}
+
+TEST_CASE("injected storage failures end in the ordinary path with the reason and the same result", "[pipeline]") {
+  Fixture f;
+  LoadedModel ref = f.reference();
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = f.store(fs);
+  SECTION("no space while publishing") {
+    fs->inject({FsOp::pwrite, ENOSPC, 0, -1, false, ""});
+    auto loaded = load_model(store.get(), f.plan());
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.path == LoadPath::miss);
+    CHECK(loaded->report.reason.find("not published: no_space") != std::string::npos);
+    CHECK(demo::identical(ref, *loaded));
+    fs->clear_faults();
+    CHECK(load_model(store.get(), f.plan())->report.path == LoadPath::miss);  // nothing torn was kept
+  }
+  SECTION("an I/O error while mapping a warm entry") {
+    REQUIRE(load_model(store.get(), f.plan()).is_ok());
+    fs->inject({FsOp::map, EIO, 0, 1, false, ""});
+    auto loaded = load_model(store.get(), f.plan());
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.path == LoadPath::fallback);
+    CHECK(loaded->report.reason.find("io_error") != std::string::npos);
+    CHECK(demo::identical(ref, *loaded));
+    CHECK(demo::identical(demo::forward(f.config, ref), demo::forward(f.config, *loaded)));
+  }
+  SECTION("a read-only cache") {
+    fs->inject({FsOp::make_directory, EROFS, 0, -1, false, ""});
+    fs->inject({FsOp::open, EROFS, 0, -1, false, "/tmp/"});
+    auto loaded = load_model(store.get(), f.plan());
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.reason.find("read_only") != std::string::npos);
+    CHECK(demo::identical(ref, *loaded));
+  }
+}
+
+TEST_CASE("ineligible loads take the ordinary path and say why", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadedModel ref = f.reference();
+  CHECK(ref.report.reason == "no cache store is configured");
+  LoadPlan opt_out = f.plan();
+  opt_out.cache = CachePolicy::opt_out;
+  auto a = load_model(store.get(), opt_out);
+  CHECK(a->report.path == LoadPath::ineligible);
+  CHECK(a->report.reason == "the caller opted out of caching");
+  LoadPlan adapter = f.plan();
+  adapter.ineligible_reason = "fused LoRA adapter checkpoint";
+  auto b = load_model(store.get(), adapter);
+  CHECK(b->report.path == LoadPath::ineligible);
+  CHECK(b->report.reason == "fused LoRA adapter checkpoint");
+  Config off = test::test_config(f.dir / "off");
+  off.mode = CacheMode::disabled;
+  auto disabled = *Store::open(off);
+  auto c = load_model(disabled.get(), f.plan());
+  CHECK(c->report.path == LoadPath::ineligible);
+  CHECK(c->report.reason.find("disabled") != std::string::npos);
+  CHECK(store->list_entries().empty());
+  for (auto* m : {&*a, &*b, &*c}) CHECK(demo::identical(ref, *m));
+}
+
+TEST_CASE("derived buffers keep their addresses and get the right values after cold and warm loads and reloads",
+          "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  auto model = load_model(store.get(), f.plan());
+  REQUIRE(model.is_ok());
+  const void* fused = model->derived.at("fused_norms").data_ptr();
+  const void* rope = model->derived.at("rope").data_ptr();
+  const void* weight = model->weights.front().second.data_ptr();
+  auto norms_of = [](const LoadedModel& m) {
+    std::vector<at::Tensor> n;
+    for (const auto& [name, t] : m.weights)
+      if (name.find("norm1.weight") != std::string::npos) n.push_back(t);
+    return at::stack(n);
+  };
+  CHECK(at::equal(model->derived.at("fused_norms"), norms_of(*model)));
+
+  auto warm = reload_model(store.get(), f.plan(), *model);  // warm reload into the same tensors
+  REQUIRE(warm.is_ok());
+  CHECK(warm->path == LoadPath::hit);
+  CHECK(model->derived.at("fused_norms").data_ptr() == fused);
+  CHECK(model->derived.at("rope").data_ptr() == rope);
+  CHECK(model->weights.front().second.data_ptr() == weight);
+  CHECK(at::equal(model->derived.at("fused_norms"), norms_of(*model)));
+
+  // New weights (a fine-tuned checkpoint): a cold reload changes values, never addresses.
+  demo::DitConfig changed = f.config;
+  changed.seed = 2;
+  REQUIRE(demo::write_checkpoint(changed, f.checkpoint).is_ok());
+  auto cold = reload_model(store.get(), f.plan(), *model);
+  REQUIRE(cold.is_ok());
+  CHECK(cold->path == LoadPath::miss);
+  CHECK(model->derived.at("fused_norms").data_ptr() == fused);
+  CHECK(model->weights.front().second.data_ptr() == weight);
+  CHECK(at::equal(model->derived.at("fused_norms"), norms_of(*model)));
+  auto fresh = load_model(nullptr, demo::make_plan(changed, f.checkpoint, c10::Device(c10::kCPU)));
+  CHECK(demo::identical(*fresh, *model));
+}
+
+TEST_CASE("an ordinary loader that does not produce the declared tensors is an error that names them", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  auto inner = plan.ordinary_loader;
+  plan.ordinary_loader = [inner](const LoadPlan& p) -> Result<NamedTensors> {
+    auto t = inner(p);
+    if (t) t->pop_back();  // lose final_norm.weight
+    return t;
+  };
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().message().find("'final_norm.weight' is missing") != std::string::npos);
+  CHECK(store->list_entries().empty());  // nothing incomplete was published
+}

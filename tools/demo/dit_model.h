@@ -1,0 +1,41 @@
+// A small DiT-like model: the demo's model and the pipeline tests' model. bf16 attention with
+// separate q/k/v in the checkpoint (fused per rank), INT8 linear layers with (N, 1) row scales, an
+// FP8 layer with 128x128 block scales, an fp16 adaLN layer, norms, and two derived buffers (a
+// cross-layer fused norm table and a RoPE table).
+#pragma once
+
+#include <string>
+
+#include "snapcache/pipeline.h"
+
+namespace snapcache::demo {
+
+struct DitConfig {
+  std::int64_t hidden = 1536;
+  std::int64_t layers = 8;
+  std::int64_t heads = 16;
+  std::int64_t tokens = 16;  // forward-pass input length
+  int tp_rank = 0;
+  int tp_size = 1;
+  std::uint32_t seed = 1;
+};
+
+// Bytes of the full checkpoint for a config.
+std::uint64_t checkpoint_bytes(const DitConfig& config);
+
+// Writes the full (unsharded) checkpoint with deterministic contents, not from torch's RNG.
+Status write_checkpoint(const DitConfig& config, const std::string& path);
+
+// A load plan for rank config.tp_rank of config.tp_size: ordinary loader (safetensors + sharding +
+// QKV fusion), expected layout, post-load methods, precision policy, refresh hooks.
+LoadPlan make_plan(const DitConfig& config, const std::string& checkpoint_path, c10::Device device);
+
+// The rank's share of a forward pass on a fixed input; deterministic for equal weights.
+at::Tensor forward(const DitConfig& config, const LoadedModel& model);
+
+// Same dtype, shape, strides and bytes (wherever the tensors live).
+bool identical(const at::Tensor& a, const at::Tensor& b);
+// Same weights (names, order, bytes) and derived buffers.
+bool identical(const LoadedModel& a, const LoadedModel& b);
+
+}  // namespace snapcache::demo

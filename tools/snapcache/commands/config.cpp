@@ -1,0 +1,80 @@
+// snapcache config: the effective configuration and where each value came from.
+#include "util/fmt.h"
+
+#include "commands/commands.h"
+#include "render.h"
+
+namespace snapcache::cli {
+namespace {
+
+// "environment (SNAPCACHE_DIR)", "file (/etc/x.conf)", "flag (--dir)", "default".
+std::string origin(const Config& c, const std::string& setting, const char* variable, const char* flag) {
+  auto it = c.sources.find(setting);
+  ConfigSource s = it == c.sources.end() ? ConfigSource::default_value : it->second;
+  switch (s) {
+    case ConfigSource::default_value: return "";
+    case ConfigSource::environment: return variable;
+    case ConfigSource::file: return c.config_file;
+    case ConfigSource::flag: return flag;
+  }
+  return "";
+}
+
+const char* source_name(const Config& c, const std::string& setting) {
+  auto it = c.sources.find(setting);
+  return to_string(it == c.sources.end() ? ConfigSource::default_value : it->second);
+}
+
+int run(Context& ctx) {
+  const Config& c = ctx.config();
+  struct Row {
+    const char* name;  // in --json
+    const char* label;
+    const char* setting;
+    json value;
+    std::string text;
+    const char* variable;
+    const char* flag;
+  };
+  const std::vector<Row> rows = {
+      {"directory", "directory", "directory", c.directory, c.directory, "SNAPCACHE_DIR", "--dir"},
+      {"enabled", "enabled", "mode", c.enabled(), c.enabled() ? "yes" : "no", "SNAPCACHE_DISABLE", ""},
+      {"capacity_bytes", "capacity", "capacity", c.capacity_bytes, size(c.capacity_bytes), "SNAPCACHE_CAPACITY_GIB", ""},
+      {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes), "SNAPCACHE_RESERVE_GIB", ""},
+  };
+  const std::string default_file = Config::default_config_file();
+  if (ctx.options.json) {
+    json settings = json::object();
+    for (const auto& r : rows) {
+      std::string from = origin(c, r.setting, r.variable, r.flag);
+      settings[r.name] = {{"value", r.value},
+                          {"source", source_name(c, r.setting)},
+                          {"origin", from.empty() ? json(nullptr) : json(from)}};
+    }
+    print_json({{"settings", settings},
+                {"config_file", c.config_file.empty() ? json(nullptr) : json(c.config_file)},
+                {"default_config_file", default_file}});
+    return kOk;
+  }
+  Table t;
+  for (const auto& r : rows) {
+    std::string from = origin(c, r.setting, r.variable, r.flag);
+    t.add({r.label, r.text, from.empty() ? source_name(c, r.setting)
+                                           : fmt::format("{} ({})", source_name(c, r.setting), from)});
+  }
+  t.print();
+  std::string file = c.config_file;
+  if (file.empty()) file = default_file.empty() ? "none" : fmt::format("none ({} does not exist)", default_file);
+  fmt::print("settings file: {}\n", file);
+  return kOk;
+}
+
+}  // namespace
+
+Command add_config(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("config", "Show the effective configuration and where each value came from");
+  add_common_options(*cmd, options);
+  return {cmd, [](Context& ctx) { return run(ctx); }};
+}
+
+}  // namespace snapcache::cli

@@ -1,0 +1,186 @@
+// snapcache inspect: everything about one entry. Reads only; never changes its LRU position.
+#include <numeric>
+
+#include "util/fmt.h"
+
+#include "commands/commands.h"
+#include "render.h"
+
+namespace snapcache::cli {
+namespace {
+
+std::uint64_t tensor_bytes(const TensorRecord& t) {
+  std::uint64_t n = 1;
+  for (auto s : t.sizes) n *= static_cast<std::uint64_t>(s);
+  return n * element_size(t.dtype);
+}
+
+std::string dims(const std::vector<std::int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+// The chunks of its data file a storage's bytes lie in, as [first, last].
+std::pair<std::uint64_t, std::uint64_t> chunk_span(const Manifest& m, const StorageRecord& s) {
+  const std::uint64_t chunk = m.files.at(s.file).chunk_size;
+  const std::uint64_t last_byte = s.nbytes ? s.offset + s.nbytes - 1 : s.offset;
+  return {s.offset / chunk, last_byte / chunk};
+}
+
+std::string verification_text(const EntryInfo& e) {
+  std::string proven = e.verified_unix_ns ? fmt::format("rehashed and proven {} ({})", when(*e.verified_unix_ns),
+                                                        ago(*e.verified_unix_ns))
+                                          : "never rehashed since publication";
+  return proven + (e.identity_trusted ? "; data files unchanged since, loads trust the checksums"
+                                      : "; data files changed since, the next load rehashes");
+}
+
+json inspect_json(const EntryInfo& e) {
+  json j = entry_summary_json(e);
+  j["verified_unix_ns"] = e.verified_unix_ns ? json(*e.verified_unix_ns) : json(nullptr);
+  j["identity_trusted"] = e.identity_trusted;
+  j["key"] = nullptr;
+  j["creation"] = nullptr;
+  j["files"] = json::array();
+  j["storages"] = json::array();
+  j["tensors"] = json::array();
+  if (!e.manifest) return j;
+  const Manifest& m = *e.manifest;
+  j["key"] = key_json(m.key);
+  j["creation"] = {{"created_unix_ns", m.creation.created_unix_ns},
+                   {"snapcache_version", m.creation.snapcache_version},
+                   {"host", m.creation.host},
+                   {"pid", m.creation.pid}};
+  for (const auto& f : m.files) {
+    json hashes = json::array();
+    for (auto h : f.chunk_hashes) hashes.push_back(hex64(h));
+    j["files"].push_back({{"name", f.name},
+                          {"size", f.size},
+                          {"chunk_size", f.chunk_size},
+                          {"chunk_hashes", hashes},
+                          {"identity", {{"device", f.identity.device}, {"inode", f.identity.inode},
+                                        {"size", f.identity.size}, {"mtime_ns", f.identity.mtime_ns},
+                                        {"ctime_ns", f.identity.ctime_ns}}}});
+  }
+  for (std::size_t i = 0; i < m.storages.size(); ++i) {
+    const auto& s = m.storages[i];
+    auto [first, last] = chunk_span(m, s);
+    json hashes = json::array();
+    for (auto c = first; c <= last && c < m.files[s.file].chunk_hashes.size(); ++c)
+      hashes.push_back(hex64(m.files[s.file].chunk_hashes[c]));
+    j["storages"].push_back({{"index", i},
+                             {"file", m.files[s.file].name},
+                             {"offset", s.offset},
+                             {"nbytes", s.nbytes},
+                             {"chunks", {first, last}},
+                             {"chunk_hashes", hashes}});
+  }
+  for (const auto& t : m.tensors)
+    j["tensors"].push_back({{"name", t.name},
+                            {"dtype", std::string(dtype_name(t.dtype))},
+                            {"shape", t.sizes},
+                            {"strides", t.strides},
+                            {"storage", t.storage},
+                            {"storage_offset", t.storage_offset},
+                            {"bytes", tensor_bytes(t)}});
+  return j;
+}
+
+void print_key(const Key& k) {
+  Table t({}, "  ");
+  t.add({"id", key_id(k)});
+  t.add({"component", k.component.empty() ? "''" : k.component});
+  for (std::size_t i = 0; i < k.checkpoint.size(); ++i) {
+    const auto& f = k.checkpoint[i];
+    t.add({fmt::format("checkpoint[{}]", i), f.path});
+    t.add({"", fmt::format("size {}, mtime_ns {}, ctime_ns {}, device {}, inode {}", f.size, f.mtime_ns, f.ctime_ns,
+                           f.device, f.inode)});
+    if (!f.content_digest.empty()) t.add({"", "content digest " + f.content_digest});
+  }
+  t.add({"source_identity", k.source_identity.empty() ? "''" : k.source_identity});
+  t.add({"torch", torch_text(k.torch)});
+  t.add({"dtype", k.dtype.empty() ? "''" : k.dtype});
+  t.add({"precision_policy", k.precision_policy.empty() ? "''" : k.precision_policy});
+  t.add({"topology", topology_text(k.topology)});
+  if (k.options.empty()) t.add({"options", "(none)"});
+  for (const auto& [name, value] : k.options) t.add({"options." + name, value});
+  t.print();
+}
+
+void print_text(const EntryInfo& e) {
+  Table head;
+  head.add({"entry", e.id});
+  head.add({"path", e.path});
+  head.add({"state", to_string(e.state) + (e.problem.empty() ? "" : ": " + e.problem)});
+  if (e.manifest) {
+    const Creation& c = e.manifest->creation;
+    head.add({"size", fmt::format("{} on disk, {} of data in {} file(s)", size(e.bytes), size(e.manifest->data_bytes()),
+                                  e.manifest->files.size())});
+    head.add({"created", fmt::format("{} ({}) by snapcache {} on {}, pid {}", when(c.created_unix_ns),
+                                     ago(c.created_unix_ns), c.snapcache_version, c.host.empty() ? "?" : c.host,
+                                     c.pid)});
+  } else {
+    head.add({"size", size(e.bytes) + " on disk"});
+  }
+  head.add({"last use", fmt::format("{} ({})", when(e.last_use_unix_ns), ago(e.last_use_unix_ns))});
+  if (e.manifest) head.add({"verified", verification_text(e)});
+  head.add({"leases", e.leased ? describe_processes(e.lease_holders) : "none"});
+  head.print();
+  if (!e.manifest) return;
+  const Manifest& m = *e.manifest;
+
+  fmt::print("\nkey\n");
+  print_key(m.key);
+
+  fmt::print("\ndata files\n");
+  for (const auto& f : m.files) {
+    fmt::print("  {}  {}, {} chunk(s) of {}\n", f.name, size(f.size), f.chunk_hashes.size(), size(f.chunk_size));
+    Table chunks({"CHUNK", "BYTES", "XXH3-64"}, "    ");
+    chunks.right_align(0);
+    for (std::size_t c = 0; c < f.chunk_hashes.size(); ++c) {
+      std::uint64_t begin = c * f.chunk_size;
+      chunks.add({std::to_string(c), fmt::format("{}..{}", begin, std::min(begin + f.chunk_size, f.size)),
+                  hex64(f.chunk_hashes[c])});
+    }
+    chunks.print();
+  }
+
+  fmt::print("\nstorages ({})\n", m.storages.size());
+  Table storages({"#", "FILE", "OFFSET", "BYTES", "CHUNKS"}, "  ");
+  storages.right_align(0);
+  storages.right_align(2);
+  storages.right_align(3);
+  for (std::size_t i = 0; i < m.storages.size(); ++i) {
+    const auto& s = m.storages[i];
+    auto [first, last] = chunk_span(m, s);
+    storages.add({std::to_string(i), m.files[s.file].name, std::to_string(s.offset), std::to_string(s.nbytes),
+                  first == last ? std::to_string(first) : fmt::format("{}-{}", first, last)});
+  }
+  storages.print();
+
+  fmt::print("\ntensors ({})\n", m.tensors.size());
+  Table tensors({"NAME", "DTYPE", "SHAPE", "STRIDES", "OFFSET", "STORAGE", "BYTES"}, "  ");
+  tensors.right_align(4);
+  tensors.right_align(5);
+  tensors.right_align(6);
+  for (const auto& t : m.tensors)
+    tensors.add({t.name, std::string(dtype_name(t.dtype)), dims(t.sizes), dims(t.strides),
+                 std::to_string(t.storage_offset), std::to_string(t.storage), std::to_string(tensor_bytes(t))});
+  tensors.print();
+}
+
+}  // namespace
+
+Command add_inspect(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("inspect", "Show an entry's key, tensors, storages, checksums, stamp and leases");
+  auto id = std::make_shared<std::string>();
+  cmd->add_option("id", *id, "Entry id or a unique prefix of one")->required();
+  add_common_options(*cmd, options);
+  return {cmd, [id](Context& ctx) {
+            Store& store = ctx.store();
+            auto info = store.entry_info(resolve_entry(store, *id));
+            if (!info) throw CliError(kFailure, info.status().message());
+            if (ctx.options.json) print_json(inspect_json(*info));
+            else print_text(*info);
+            return kOk;
+          }};
+}
+
+}  // namespace snapcache::cli

@@ -1,0 +1,132 @@
+// snapcache verify: rehash entries, name every damaged chunk and the tensors in it; --repair
+// removes damaged entries.
+#include <chrono>
+
+#include "util/fmt.h"
+
+#include "commands/commands.h"
+#include "progress.h"
+#include "render.h"
+
+namespace snapcache::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> ids;
+  bool all = false;
+  bool repair = false;
+  bool no_progress = false;
+};
+
+bool is_damage(StatusCode code) {
+  return code == StatusCode::damaged || code == StatusCode::foreign || code == StatusCode::mismatch;
+}
+
+std::string chunk_text(const DamagedChunk& d) {
+  return fmt::format("{} chunk {} (bytes {}..{}): {}", d.file, d.chunk, d.offset, d.offset + d.size,
+                     d.tensors.empty() ? "padding only" : "tensors " + fmt::format("{}", fmt::join(d.tensors, ", ")));
+}
+
+int run(Context& ctx, const Options& o) {
+  Store& store = ctx.store();
+  std::vector<EntryInfo> targets;
+  if (o.ids.empty()) {
+    targets = published_entries(store);
+  } else {
+    for (const auto& text : o.ids) {
+      auto info = store.entry_info(resolve_entry(store, text));
+      if (!info) throw CliError(kFailure, info.status().message());
+      targets.push_back(std::move(*info));
+    }
+  }
+  std::uint64_t total = 0;
+  for (const auto& e : targets) total += e.manifest ? e.manifest->data_bytes() : 0;
+
+  const bool text = !ctx.options.json;
+  ProgressBar bar(total, text && !o.no_progress && ProgressBar::wanted());
+  const auto started = std::chrono::steady_clock::now();
+  json results = json::array();
+  std::size_t damaged = 0, errors = 0, repaired = 0;
+  std::uint64_t hashed = 0;
+  for (const auto& e : targets) {
+    bar.set_label(e.id.substr(0, 12));
+    VerifyReport report = store.verify(e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); });
+    hashed += report.bytes_hashed;
+    const bool bad = !report.status && is_damage(report.status.code());
+    const bool gone = !report.status && report.status.code() == StatusCode::not_found;
+    std::string outcome = report.status ? "ok" : bad ? "damaged" : gone ? "gone" : "error";
+    bool removed = false;
+    std::string repair_error;
+    if (bad) {
+      ++damaged;
+      if (o.repair) {
+        Status st = store.quarantine(e.id, report.status.message());
+        removed = st.is_ok();
+        if (removed) ++repaired;
+        else repair_error = st.message();
+      }
+    } else if (!report.status && !gone) {
+      ++errors;
+    }
+    bar.clear();
+    if (!text) {
+      json chunks = json::array();
+      for (const auto& d : report.damaged_chunks)
+        chunks.push_back({{"file", d.file}, {"chunk", d.chunk}, {"offset", d.offset}, {"size", d.size},
+                          {"tensors", d.tensors}});
+      results.push_back({{"id", e.id},
+                         {"component", e.manifest ? json(e.manifest->key.component) : json(nullptr)},
+                         {"status", outcome},
+                         {"reason", report.status ? "" : report.status.message()},
+                         {"bytes_hashed", report.bytes_hashed},
+                         {"damaged_chunks", chunks},
+                         {"removed", removed}});
+      continue;
+    }
+    std::string what = e.manifest ? e.manifest->key.component : "-";
+    if (report.status) {
+      fmt::print("ok       {}  {}  {}\n", e.id.substr(0, 12), what, size(report.bytes_hashed));
+      continue;
+    }
+    fmt::print("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : "ERROR", e.id.substr(0, 12), what,
+               report.damaged_chunks.empty() ? "  " + report.status.message() : "");
+    for (const auto& d : report.damaged_chunks) fmt::print("         {}\n", chunk_text(d));
+    if (removed) fmt::print("         removed (--repair)\n");
+    if (!repair_error.empty()) fmt::print("         could not remove it: {}\n", repair_error);
+  }
+  bar.clear();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!text) {
+    print_json({{"entries", results},
+                {"checked", targets.size()},
+                {"damaged", damaged},
+                {"errors", errors},
+                {"removed", repaired},
+                {"bytes_hashed", hashed},
+                {"seconds", seconds}});
+  } else {
+    const auto rate = seconds > 0 ? static_cast<std::uint64_t>(static_cast<double>(hashed) / seconds) : 0;
+    fmt::print("{} {} verified: {} damaged{}{}; {} hashed in {:.2f} s ({}/s)\n", targets.size(),
+               targets.size() == 1 ? "entry" : "entries", damaged,
+               o.repair ? fmt::format(" ({} removed)", repaired) : "",
+               errors ? fmt::format(", {} could not be read", errors) : "", size(hashed), seconds, size(rate));
+    if (damaged && !o.repair) fmt::print("run `snapcache verify --repair` to remove damaged entries\n");
+  }
+  if (damaged) return kDamaged;
+  return errors ? kFailure : kOk;
+}
+
+}  // namespace
+
+Command add_verify(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("verify", "Rehash entries' data and name every damaged chunk and its tensors");
+  auto o = std::make_shared<Options>();
+  auto* ids = cmd->add_option("ids", o->ids, "Entry ids or unique prefixes (default: every entry)");
+  cmd->add_flag("--all", o->all, "Verify every entry (the default when no id is given)")->excludes(ids);
+  cmd->add_flag("--repair", o->repair, "Remove damaged entries (leased ones leave at once; their space when unused)");
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar, even on a terminal");
+  add_common_options(*cmd, options);
+  return {cmd, [o](Context& ctx) { return run(ctx, *o); }};
+}
+
+}  // namespace snapcache::cli

@@ -1,0 +1,142 @@
+// snapcache why: for a load that missed, the key fields that differ from the nearest entry. The
+// key comes from a key file (write_key_file), or from the misses the library records.
+#include "util/fmt.h"
+
+#include "commands/commands.h"
+#include "render.h"
+
+namespace snapcache::cli {
+namespace {
+
+struct Options {
+  std::string target;
+};
+
+struct Wanted {
+  Key key;
+  std::string source;  // "file", "recorded_miss", "entry"
+  std::string path;
+  std::int64_t missed_unix_ns = 0;
+};
+
+Wanted find_key(Store& store, const std::string& target) {
+  FileSystem& fs = store.fs();
+  // A path first: a key file may well be named by hex digits.
+  if (auto st = fs.stat(target); st && !st->is_directory) {
+    auto key = read_key_file(fs, target);
+    if (!key) throw CliError(kUsage, key.status().message());
+    return {std::move(*key), "file", target, 0};
+  }
+  if (!is_hex(target))
+    throw CliError(kNotFound, fmt::format("'{}' is neither a key file nor the id of a recorded miss or entry", target));
+  std::vector<RecordedMiss> misses;
+  for (auto& m : store.recorded_misses())
+    if (m.id.starts_with(target)) misses.push_back(std::move(m));
+  if (misses.size() > 1) {
+    std::string list;
+    for (const auto& m : misses) list += fmt::format("\n  {}  missed {}", m.id, ago(m.unix_ns));
+    throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} recorded misses:{}", target,
+                                          misses.size(), list));
+  }
+  if (misses.size() == 1) {
+    auto key = read_key_file(fs, misses[0].path);
+    if (!key) throw CliError(kFailure, key.status().message());
+    return {std::move(*key), "recorded_miss", misses[0].path, misses[0].unix_ns};
+  }
+  std::string id;
+  try {
+    id = resolve_entry(store, target);
+  } catch (const CliError& e) {
+    if (e.code() != kNotFound || std::string(e.what()).find("ambiguous") != std::string::npos) throw;
+    throw CliError(kNotFound, fmt::format("no recorded miss or entry matches '{}' (`snapcache why` lists recorded "
+                                          "misses)", target));
+  }
+  auto info = store.entry_info(id);
+  if (!info || !info->manifest) throw CliError(kFailure, fmt::format("entry {} has no readable key", id));
+  return {info->manifest->key, "entry", info->path, 0};
+}
+
+int explain(Context& ctx, const std::string& target) {
+  Store& store = ctx.store();
+  Wanted w = find_key(store, target);
+  const std::string id = key_id(w.key);
+  const bool exists = store.fs().stat(store.entry_path(id)).is_ok();
+  auto best = exists ? std::nullopt : store.nearest_entry(w.key);
+  if (ctx.options.json) {
+    json n = nullptr;
+    if (best) n = {{"id", best->first}, {"differences", differences_json(best->second)}};
+    print_json({{"key_id", id},
+                {"source", w.source},
+                {"path", w.path},
+                {"missed_unix_ns", w.missed_unix_ns ? json(w.missed_unix_ns) : json(nullptr)},
+                {"key", key_json(w.key)},
+                {"entry_exists", exists},
+                {"nearest", n}});
+    return kOk;
+  }
+  fmt::print("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
+             checkpoint_text(w.key), topology_text(w.key.topology));
+  if (w.missed_unix_ns) fmt::print("missed {} ({})\n", when(w.missed_unix_ns), ago(w.missed_unix_ns));
+  if (exists) {
+    fmt::print("entry {} has this key now, so a load with it hits{}\n", id.substr(0, 12),
+               w.source == "recorded_miss" ? " (it was published after the miss)" : "");
+    return kOk;
+  }
+  if (!best) {
+    fmt::print("no entry to compare with: the cache is empty\n");
+    return kOk;
+  }
+  fmt::print("no entry has this key; the nearest, {}, differs in {} {}:\n", best->first.substr(0, 12),
+             best->second.size(), best->second.size() == 1 ? "field" : "fields");
+  Table t({"FIELD", "WANTED", "FOUND"}, "  ");
+  for (const auto& d : best->second)
+    t.add({d.field, d.wanted.empty() ? "''" : d.wanted, d.found.empty() ? "''" : d.found});
+  t.print();
+  return kOk;
+}
+
+int list_misses(Context& ctx) {
+  Store& store = ctx.store();
+  auto misses = store.recorded_misses();
+  json out = json::array();
+  Table t({"KEY", "MISSED", "COMPONENT", "CHECKPOINT", "NEAREST ENTRY DIFFERS IN"});
+  for (const auto& m : misses) {
+    auto key = read_key_file(store.fs(), m.path);
+    if (!key) continue;
+    const bool exists = store.fs().stat(store.entry_path(m.id)).is_ok();
+    auto best = exists ? std::nullopt : store.nearest_entry(*key);
+    std::string diff = exists ? "(published since)" : best ? describe_differences(best->second, 2) : "(no entries)";
+    t.add({m.id.substr(0, 12), ago(m.unix_ns), key->component.empty() ? "''" : key->component, checkpoint_text(*key),
+           diff});
+    out.push_back({{"key_id", m.id},
+                   {"missed_unix_ns", m.unix_ns},
+                   {"component", key->component},
+                   {"entry_exists", exists},
+                   {"nearest", best ? json({{"id", best->first}, {"differences", differences_json(best->second)}})
+                                    : json(nullptr)}});
+  }
+  if (ctx.options.json) {
+    print_json({{"misses", out}});
+    return kOk;
+  }
+  if (misses.empty()) {
+    fmt::print("no misses recorded in {}\n", store.config().directory);
+    return kOk;
+  }
+  t.print();
+  fmt::print("`snapcache why KEY` shows every differing field\n");
+  return kOk;
+}
+
+}  // namespace
+
+Command add_why(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("why", "Explain a miss: the key fields that differ from the nearest entry");
+  auto o = std::make_shared<Options>();
+  cmd->add_option("key", o->target,
+                  "A recorded miss's key id (or prefix), a key file, or an entry id; without it, list recorded misses");
+  add_common_options(*cmd, options);
+  return {cmd, [o](Context& ctx) { return o->target.empty() ? list_misses(ctx) : explain(ctx, o->target); }};
+}
+
+}  // namespace snapcache::cli

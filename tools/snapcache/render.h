@@ -1,0 +1,29 @@
+// How keys, entries and their parts read, as text and as the stable JSON of --json.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "output.h"
+#include "snapcache/store.h"
+
+namespace snapcache::cli {
+
+// "/models/llama-70b/model-00001-of-00008.safetensors", or "/models/llama-70b (8 files)".
+std::string checkpoint_text(const Key& key);
+// "tp 0/8 pp 0/1", with extra fields: "tp 0/8 pp 0/1 ep=2".
+std::string topology_text(const Topology& topology);
+std::string torch_text(const TorchIdentity& torch);
+// "ok", "damaged", "unfinished", "ok, leased by pid 12 (python3)".
+std::string state_text(const EntryInfo& entry);
+// "dit, /models/x (8 files), tp 0/8 pp 0/1": enough to tell entries apart in a list.
+std::string describe_entry(const EntryInfo& entry);
+std::string hex64(std::uint64_t value);
+
+json key_json(const Key& key);
+json holders_json(const std::vector<int>& pids);
+// The fields `ls --json` gives for each entry (inspect adds more).
+json entry_summary_json(const EntryInfo& entry);
+json differences_json(const std::vector<KeyDifference>& diffs);
+
+}  // namespace snapcache::cli
