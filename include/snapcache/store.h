@@ -222,7 +222,10 @@ class Store {
   PublishOutcome publish(const Key& key, std::span<const StorageSource> storages,
                          std::vector<TensorRecord> tensors, const PublishOptions& options = {});
 
-  LookupOutcome lookup(const Key& key, VerifyPolicy policy = VerifyPolicy::trust_identity);
+  // With `expected`, an entry whose names, dtypes, shapes, strides or aliases differ is a miss
+  // (with the reason), checked before anything is handed out.
+  LookupOutcome lookup(const Key& key, VerifyPolicy policy = VerifyPolicy::trust_identity,
+                       const ExpectedLayout* expected = nullptr);
 
   // The stored key of every readable entry, for "which fields differ" messages.
   std::vector<std::pair<std::string, Key>> entry_keys();

@@ -125,7 +125,7 @@ Result<std::shared_ptr<Snapshot>> Store::open_snapshot(const std::string& id, co
   return snap;
 }
 
-LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy) {
+LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedLayout* expected) {
   const auto started = std::chrono::steady_clock::now();
   LookupOutcome out;
   out.entry_id = key_id(key);
@@ -159,6 +159,13 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy) {
     if (s.code() == StatusCode::busy || s.code() == StatusCode::not_found)
       return finish(LookupResult::miss, s.message());
     return finish(LookupResult::fallback, s.to_string());
+  }
+  if (expected != nullptr) {
+    if (Status mismatch = check_expected_layout((*snap)->manifest(), *expected); !mismatch) {
+      // Same key, other layout: the code that prepares weights changed without changing its
+      // source identity. The entry cannot be right for this caller; treat it as a miss.
+      return finish(LookupResult::miss, "entry does not match the expected layout: " + mismatch.message());
+    }
   }
   out.snapshot = std::move(*snap);
   return finish(LookupResult::hit, out.rehashed ? "data files changed identity; rehashed and verified"

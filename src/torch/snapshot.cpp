@@ -165,17 +165,8 @@ NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot) {
 LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy,
                            LoadLog log_mode) {
   LoadedTensors out;
-  out.lookup = store.lookup(key, policy);
+  out.lookup = store.lookup(key, policy, expected);
   LookupOutcome& lk = out.lookup;
-  if (lk.result == LookupResult::hit && expected != nullptr) {
-    if (Status st = check_expected_layout(lk.snapshot->manifest(), *expected); !st) {
-      // Same key, other layout: the code that prepares weights changed without changing its
-      // source identity. The entry cannot be right for this caller; treat it as a miss.
-      lk.result = LookupResult::miss;
-      lk.reason = "entry does not match the expected layout: " + st.message();
-      lk.snapshot.reset();
-    }
-  }
   if (lk.result == LookupResult::hit) out.tensors = tensors_of(lk.snapshot);
   if (log_mode == LoadLog::quiet) return out;
   std::string what = fmt::format("load {} [{}]: {}", key.component.empty() ? "(component)" : key.component,
