@@ -45,15 +45,7 @@ void snapshot_into(const std::string& path, std::vector<std::string>& lines) {
   lines.push_back(path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
                   std::to_string(st.st_mtim.tv_nsec));
   if (!S_ISDIR(st.st_mode)) return;
-  if (DIR* d = ::opendir(path.c_str())) {
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-    for (const auto& n : names) snapshot_into(path + "/" + n, lines);
-  }
+  for (const auto& n : test::list_names(path)) snapshot_into(path + "/" + n, lines);
 }
 }  // namespace
 

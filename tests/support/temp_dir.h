@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace snapcache::test {
 
@@ -26,6 +27,7 @@ void write_bytes(const std::string& path, const std::string& bytes);
 // Plain POSIX file helpers. Tests avoid std::filesystem: libtorch.so exports its own copies of
 // some std::filesystem functions, and remove_all from there crashes when called from outside.
 bool path_exists(const std::string& path);
+std::vector<std::string> list_names(const std::string& dir);  // entries but "." and ".."; none if unreadable
 std::uint64_t file_size(const std::string& path);
 void resize_file(const std::string& path, std::uint64_t size);
 void remove_path(const std::string& path);  // file or whole tree
