@@ -1,6 +1,6 @@
 #include "snapcache/pipeline.h"
 #include "util/fmt.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 
@@ -29,7 +29,7 @@ std::string LoadReport::table() const {
   for (const auto& s : stages) {
     double rate = s.seconds > 0 && s.bytes > 0 ? static_cast<double>(s.bytes) / s.seconds / 1e9 : 0.0;
     out += fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}\n", s.stage, s.seconds * 1e3,
-                       s.bytes ? util::format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "");
+                       s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "");
   }
   out += fmt::format("  {:<14} {:>10.1f}\n", "total", seconds * 1e3);
   return out;

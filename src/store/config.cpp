@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "snapcache/file_system.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 
@@ -95,7 +95,7 @@ Status apply_file(Config& c, const std::string& path) {
       c.mode = *b ? CacheMode::disabled : CacheMode::enabled;
       c.sources["mode"] = ConfigSource::file;
     } else if (name == "capacity" || name == "reserve") {
-      auto bytes = util::parse_size(value);
+      auto bytes = parse_size(value);
       if (!bytes) return Status(StatusCode::invalid_argument, fmt::format("{}: {}: {}", where(), name, bytes.status().message()));
       (name == "capacity" ? c.capacity_bytes : c.reserve_free_bytes) = *bytes;
       c.sources[name] = ConfigSource::file;

@@ -11,7 +11,7 @@
 #include "store/miss_record.h"
 #include "store/stats.h"
 #include "util/parallel.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 

@@ -14,7 +14,7 @@
 #include "store/layout.h"
 #include "store/stats.h"
 #include "util/parallel.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 namespace store {
@@ -218,7 +218,7 @@ Status Store::make_room(std::uint64_t needed, std::vector<std::string>* evicted)
   if (needed > config_.capacity_bytes)
     return Status(StatusCode::no_space,
                   fmt::format("the entry needs {}, more than the cache capacity of {} (SNAPCACHE_CAPACITY_GIB)",
-                              util::format_size(needed), util::format_size(config_.capacity_bytes)));
+                              format_size(needed), format_size(config_.capacity_bytes)));
   struct Candidate {
     std::string id;
     std::int64_t last_use;
@@ -247,18 +247,18 @@ Status Store::make_room(std::uint64_t needed, std::vector<std::string>* evicted)
       if (over_capacity)
         return Status(StatusCode::no_space,
                       fmt::format("the entry needs {} but the cache holds {} of its {} capacity{}",
-                                  util::format_size(needed), util::format_size(used),
-                                  util::format_size(config_.capacity_bytes), leased_note));
+                                  format_size(needed), format_size(used),
+                                  format_size(config_.capacity_bytes), leased_note));
       return Status(StatusCode::no_space,
                     fmt::format("the entry needs {} but the disk has {} free and {} must stay free{}",
-                                util::format_size(needed), util::format_size(space->available_bytes),
-                                util::format_size(config_.reserve_free_bytes), leased_note));
+                                format_size(needed), format_size(space->available_bytes),
+                                format_size(config_.reserve_free_bytes), leased_note));
     }
     const std::string& id = candidates[next++].id;
     auto removed = remove_entry(id);
     if (removed) {
       log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", store::short_id(id),
-                                      util::format_size(*removed)));
+                                      format_size(*removed)));
       if (evicted) evicted->push_back(id);
     } else if (removed.status().code() == StatusCode::busy) {
       ++leased;

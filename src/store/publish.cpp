@@ -19,7 +19,7 @@
 #include "store/stats.h"
 #include "util/hash.h"
 #include "util/parallel.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 namespace {
@@ -103,7 +103,7 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
     LogLevel level = result == PublishResult::failed ? LogLevel::warn : LogLevel::info;
     if (result == PublishResult::published)
       log(level, fmt::format("publish {}: entry {} ({}, {:.2f} s, {:.2f} GB/s)", key.component,
-                             store::short_id(out.entry_id), util::format_size(out.bytes), out.seconds,
+                             store::short_id(out.entry_id), format_size(out.bytes), out.seconds,
                              out.seconds > 0 ? static_cast<double>(out.bytes) / out.seconds / 1e9 : 0.0));
     else
       log(level, fmt::format("publish {}: {} ({})", key.component, to_string(result), out.status.to_string()));

@@ -12,7 +12,7 @@
 
 #include "format/manifest.h"
 #include "snapcache/log.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 namespace {
@@ -173,7 +173,7 @@ LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* e
                                  lk.entry_id.substr(0, 12), to_string(lk.result));
   if (lk.result == LookupResult::hit)
     log(LogLevel::info, fmt::format("{} ({} in {} tensors, {:.1f} ms; {})", what,
-                                    util::format_size(lk.snapshot->manifest().data_bytes()), out.tensors.size(),
+                                    format_size(lk.snapshot->manifest().data_bytes()), out.tensors.size(),
                                     lk.seconds * 1e3, lk.reason));
   else
     log(lk.result == LookupResult::fallback ? LogLevel::warn : LogLevel::info, what + ": " + lk.reason);

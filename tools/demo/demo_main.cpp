@@ -15,7 +15,7 @@
 #include "snapcache/config.h"
 #include "snapcache/log.h"
 #include "util/fmt.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 using namespace snapcache;
 
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   const std::string checkpoint = fmt::format("{}/dit-h{}-l{}.safetensors", work_dir, dit.hidden, dit.layers);
   struct stat st {};
   if (::stat(checkpoint.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) < demo::checkpoint_bytes(dit)) {
-    fmt::print("generating {} ({} layers, {})\n", checkpoint, dit.layers, util::format_size(demo::checkpoint_bytes(dit)));
+    fmt::print("generating {} ({} layers, {})\n", checkpoint, dit.layers, format_size(demo::checkpoint_bytes(dit)));
     if (Status s = demo::write_checkpoint(dit, checkpoint); !s) {
       fmt::print(stderr, "snapcache-demo: {}\n", s.to_string());
       return 1;

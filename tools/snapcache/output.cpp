@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "util/fmt.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache::cli {
 
@@ -68,10 +68,10 @@ std::string when(std::int64_t unix_ns) {
 
 std::string ago(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
-  return util::format_age((now_unix_ns() - unix_ns) / 1'000'000'000) + " ago";
+  return format_age((now_unix_ns() - unix_ns) / 1'000'000'000) + " ago";
 }
 
-std::string size(std::uint64_t bytes) { return util::format_size(bytes); }
+std::string size(std::uint64_t bytes) { return format_size(bytes); }
 
 void print_json(const json& value) {
   // Paths need not be UTF-8; replacing bad bytes beats failing to print.

@@ -1,6 +1,6 @@
 #include "commands/commands.h"
 
-#include "util/units.h"
+#include "snapcache/text.h"
 
 namespace snapcache::cli {
 
@@ -13,7 +13,7 @@ void add_common_options(CLI::App& command, GlobalOptions& options) {
 CLI::Validator size_validator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        auto parsed = util::parse_size(text);
+        auto parsed = parse_size(text);
         return parsed ? std::string() : parsed.status().message();
       },
       "SIZE", "size");
@@ -22,20 +22,20 @@ CLI::Validator size_validator() {
 CLI::Validator age_validator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        auto parsed = util::parse_age_seconds(text);
+        auto parsed = parse_age_seconds(text);
         return parsed ? std::string() : parsed.status().message();
       },
       "AGE", "age");
 }
 
 std::uint64_t parse_size_arg(const std::string& text) {
-  auto parsed = util::parse_size(text);
+  auto parsed = parse_size(text);
   if (!parsed) throw CliError(kUsage, parsed.status().message());
   return *parsed;
 }
 
 std::int64_t parse_age_arg(const std::string& text) {
-  auto parsed = util::parse_age_seconds(text);
+  auto parsed = parse_age_seconds(text);
   if (!parsed) throw CliError(kUsage, parsed.status().message());
   return *parsed;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "util/fmt.h"
-#include "util/units.h"
+#include "snapcache/text.h"
 
 #include "commands/commands.h"
 #include "render.h"
@@ -50,7 +50,7 @@ int run(Context& ctx, const Options& o) {
   for (const auto& e : kept)
     table.add({"kept", e.path, size(e.bytes),
                fmt::format("unfinished publication in progress or younger than {} (changed {})",
-                           util::format_age(grace), ago(e.last_use_unix_ns))});
+                           format_age(grace), ago(e.last_use_unix_ns))});
   table.print();
   fmt::print("{} {} {}, {} {}\n", o.dry_run ? "would remove" : "removed", items.size(),
              items.size() == 1 ? "item" : "items", o.dry_run ? "would free" : "freed", size(freed));

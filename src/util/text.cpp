@@ -1,4 +1,4 @@
-#include "util/units.h"
+#include "snapcache/text.h"
 
 #include "util/fmt.h"
 
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <utility>
 
-namespace snapcache::util {
+namespace snapcache {
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -101,4 +101,17 @@ std::string format_age(std::int64_t seconds) {
   return fmt::format("{}s", seconds);
 }
 
-}  // namespace snapcache::util
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  if (seconds < 1e-3) return fmt::format("{:.0f} us", seconds * 1e6);
+  if (seconds < 1.0) return fmt::format("{:.1f} ms", seconds * 1e3);
+  if (seconds < 60.0) return fmt::format("{:.2f} s", seconds);
+  const auto whole = static_cast<std::int64_t>(seconds);
+  return fmt::format("{}m {}s", whole / 60, whole % 60);
+}
+
+std::string format_dims(std::span<const std::int64_t> dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+
+std::string format_hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
+
+}  // namespace snapcache

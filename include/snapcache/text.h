@@ -1,0 +1,34 @@
+// Quantities as people read and write them: sizes ("128GiB", "1.5 GiB"), ages ("7d"), durations
+// ("12.3 ms"), tensor shapes ("[4, 8]") and 64-bit checksums. The `snapcache` command and the
+// library's own messages use these, so a size reads the same everywhere.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "snapcache/export.h"
+#include "snapcache/status.h"
+
+namespace snapcache {
+
+// Binary (KiB, MiB, GiB, TiB; also K, M, G, T) and decimal (kB, MB, GB, TB, PB) units; a bare
+// number is bytes.
+SNAPCACHE_API Result<std::uint64_t> parse_size(std::string_view text);
+// Largest binary unit that keeps the number >= 1, one decimal: "1.5 GiB", "512 B".
+SNAPCACHE_API std::string format_size(std::uint64_t bytes);
+
+// s, m (min), h, d, w; a bare number is seconds.
+SNAPCACHE_API Result<std::int64_t> parse_age_seconds(std::string_view text);
+// "3d", "5h", "12m", "40s": the largest unit with a whole number.
+SNAPCACHE_API std::string format_age(std::int64_t seconds);
+
+// "850 us", "12.3 ms", "1.52 s", "3m 20s".
+SNAPCACHE_API std::string format_duration(double seconds);
+// "[4, 8]": sizes or strides of a tensor.
+SNAPCACHE_API std::string format_dims(std::span<const std::int64_t> dims);
+// 16 lowercase hex digits.
+SNAPCACHE_API std::string format_hex64(std::uint64_t value);
+
+}  // namespace snapcache
