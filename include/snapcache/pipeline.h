@@ -1,46 +1,32 @@
 // The load pipeline a model server links in: one call takes a load plan and returns the model's
-// device tensors and a report, bit-identical whether the snapshot was cold or warm.
+// device tensors and a report, bit-identical whichever tier served them.
 //
-//   key + eligibility -> warm: map + validate | cold: ordinary loader + completeness + publish
-//   -> post-load methods (CPU) -> mixed-precision validation -> upload -> derived-buffer refresh
+//   key + eligibility
+//   -> tiers, in order, until one serves (default: disk snapshot, then the ordinary loader, whose
+//      result the snapshot tier publishes)
+//   -> post-load methods (CPU) -> mixed-precision validation -> uploader   (host tensors only)
+//   -> derived-buffer refresh
+//
+// load_model and reload_model never throw: an exception from libtorch or from a hook of the plan
+// (ordinary loader, post-load method, refresh hook, tier, uploader) comes back as a Status.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "snapcache/export.h"
 #include "snapcache/post_load.h"
+#include "snapcache/report.h"
 #include "snapcache/snapshot.h"
+#include "snapcache/tier.h"
+#include "snapcache/uploader.h"
 
 namespace snapcache {
-
-enum class LoadPath {
-  hit,         // warm: from the snapshot
-  miss,        // cold: no snapshot yet; the ordinary loader ran (and the result was published)
-  fallback,    // cold: the snapshot could not be used (damaged, storage failure); see reason
-  ineligible,  // cold: this load must not be cached (adapter, opt-out, cache disabled)
-};
-const char* to_string(LoadPath path);
-
-struct StageTime {
-  std::string stage;
-  double seconds = 0;
-  std::uint64_t bytes = 0;
-};
-
-struct LoadReport {
-  LoadPath path = LoadPath::miss;
-  std::string reason;
-  std::string entry_id;
-  std::vector<StageTime> stages;
-  std::optional<PublishOutcome> publish;
-  double seconds = 0;
-  std::string summary() const;  // the one log line
-  std::string table() const;    // stages, times and bytes, one per line
-};
 
 using DerivedBuffers = std::map<std::string, at::Tensor>;
 
@@ -52,7 +38,8 @@ struct RefreshHook {
   std::function<Status(const NamedTensors& weights, DerivedBuffers& buffers, c10::Device device)> refresh;
 };
 // Puts `value` into buffers[name]: allocates it the first time, copies in place afterwards.
-Status refresh_buffer(DerivedBuffers& buffers, const std::string& name, const at::Tensor& value, c10::Device device);
+SNAPCACHE_API Status refresh_buffer(DerivedBuffers& buffers, const std::string& name, const at::Tensor& value,
+                                    c10::Device device);
 
 enum class CachePolicy { use, opt_out };
 
@@ -78,6 +65,12 @@ struct LoadPlan {
   std::vector<std::shared_ptr<PostLoadMethod>> post_load;
   c10::Device device = c10::Device(c10::kCPU);
   std::vector<RefreshHook> refresh_hooks;
+
+  // The sources tried in order; empty: default_tiers() (the disk snapshot, then the ordinary
+  // loader). Put a GPU donor tier in front to attach prepared weights.
+  std::vector<std::shared_ptr<Tier>> tiers;
+  // Host to device; null: per_storage_uploader().
+  std::shared_ptr<Uploader> uploader;
 };
 
 struct LoadedModel {
@@ -86,21 +79,21 @@ struct LoadedModel {
   LoadReport report;
 };
 
-// `store` may be null: then every load is ineligible ("no cache configured").
-Result<LoadedModel> load_model(Store* store, const LoadPlan& plan);
+// `store` may be null: then every load is ineligible ("no cache store is configured").
+SNAPCACHE_API Result<LoadedModel> load_model(Store* store, const LoadPlan& plan);
 
-// Loads again (warm or cold) and copies the result into `model`'s existing tensors in place, then
-// runs the refresh hooks: no weight or buffer changes its address.
-Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model);
+// Loads again (from whichever tier serves) and copies the result into `model`'s existing tensors
+// in place, then runs the refresh hooks: no weight or buffer changes its address.
+SNAPCACHE_API Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model);
 
 // Completeness of an ordinary load: every expected name present, none extra, dtypes and shapes as
 // declared.
-Status check_completeness(const NamedTensors& tensors, const ExpectedLayout& expected);
+SNAPCACHE_API Status check_completeness(const NamedTensors& tensors, const ExpectedLayout& expected);
 
-// Moves tensors to `device`, one copy per storage so aliases stay aliases.
-Result<NamedTensors> upload_tensors(const NamedTensors& tensors, c10::Device device);
+// Moves tensors to `device` with per_storage_uploader(), so aliases stay aliases.
+SNAPCACHE_API Result<NamedTensors> upload_tensors(const NamedTensors& tensors, c10::Device device);
 
 // The key a plan loads under (checkpoint identities from stat, memoized digests if asked).
-Result<Key> key_for_plan(Store& store, const LoadPlan& plan);
+SNAPCACHE_API Result<Key> key_for_plan(Store& store, const LoadPlan& plan);
 
 }  // namespace snapcache

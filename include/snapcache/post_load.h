@@ -7,11 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/export.h"
 #include "snapcache/snapshot.h"
 
 namespace snapcache {
 
-class PostLoadMethod {
+// What a method does to the bytes of the tensors it transforms. The upload engine may send bytes
+// no method wrote straight from the file they came from, so a method that changes bytes in place
+// must say so; the default assumes it may.
+enum class PostLoadWrites {
+  new_storages_only,  // results are views of their inputs or live in storages the method allocated
+  may_write_in_place,  // it may change the bytes of its targets' existing storages
+};
+
+class SNAPCACHE_API PostLoadMethod {
  public:
   virtual ~PostLoadMethod() = default;
   virtual std::string name() const = 0;
@@ -19,6 +28,7 @@ class PostLoadMethod {
   virtual std::vector<std::string> targets(const NamedTensors& tensors) const = 0;
   // Replaces each target by its converted form. Errors name the tensor.
   virtual Status apply(NamedTensors& tensors) const = 0;
+  virtual PostLoadWrites writes() const { return PostLoadWrites::may_write_in_place; }
 };
 
 enum class WeightLayout { row_major, column_major };
@@ -26,17 +36,17 @@ enum class WeightLayout { row_major, column_major };
 // INT8 per-row quantized linear weights: "<p>.weight" (int8, [N, K]) with "<p>.weight_scale"
 // stored with its constructor shape (N, 1) in float32. Flattens the scale to (N,), and gives the
 // weight the column-major layout (t().contiguous().t()) when the kernel wants it.
-std::shared_ptr<PostLoadMethod> int8_row_scale_method(WeightLayout weight_layout = WeightLayout::row_major);
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> int8_row_scale_method(WeightLayout weight_layout = WeightLayout::row_major);
 
 // FP8 (e4m3fn) block-scaled weights: "<p>.weight" [N, K] row-major with "<p>.weight_scale"
 // float32 [ceil(N/128), ceil(K/128)], one scale per 128x128 block. Checks the block grid and
 // gives the scales the column-major (MN-major) layout that block-scaled GEMM kernels read. Other
 // block sizes or weight layouts are rejected with an error that names the tensor.
-std::shared_ptr<PostLoadMethod> fp8_block_scale_method(std::int64_t block_rows = 128, std::int64_t block_cols = 128);
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> fp8_block_scale_method(std::int64_t block_rows = 128, std::int64_t block_cols = 128);
 
 // FP16 and INT8 layout conversion of the 2-d tensors whose names end with one of `suffixes`.
 // Other dtypes under those names are rejected with an error that names the tensor.
-std::shared_ptr<PostLoadMethod> layout_method(std::vector<std::string> suffixes, WeightLayout layout);
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> layout_method(std::vector<std::string> suffixes, WeightLayout layout);
 
 // Mixed precision: the first rule whose suffix ends a tensor's name gives the dtypes it may have.
 struct PrecisionRule {
@@ -48,6 +58,6 @@ struct PrecisionPolicy {
   std::vector<PrecisionRule> rules;
 };
 // Every tensor must match a rule and have one of its dtypes; the error names the tensor.
-Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy);
+SNAPCACHE_API Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy);
 
 }  // namespace snapcache

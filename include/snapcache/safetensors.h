@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/export.h"
 #include "snapcache/file_system.h"
 #include "snapcache/snapshot.h"
 
@@ -28,7 +29,7 @@ struct SafetensorsEntry {
   std::uint64_t end = 0;
 };
 
-class SafetensorsFile {
+class SNAPCACHE_API SafetensorsFile {
  public:
   // Opens and validates; malformed files give invalid_argument naming the file and the problem.
   static Result<std::shared_ptr<SafetensorsFile>> open(const std::string& path,
@@ -53,15 +54,15 @@ class SafetensorsFile {
 
 // Parses and validates a header (the bytes after the 8-byte size) against a data section of
 // `data_bytes` bytes. Exposed for tests and fuzzing.
-Result<std::vector<SafetensorsEntry>> parse_safetensors_header(std::string_view header, std::uint64_t data_bytes,
+SNAPCACHE_API Result<std::vector<SafetensorsEntry>> parse_safetensors_header(std::string_view header, std::uint64_t data_bytes,
                                                                std::map<std::string, std::string>* metadata);
 
 // Writes tensors (made contiguous) in the safetensors format, through a temporary file.
-Status write_safetensors(const std::string& path, const NamedTensors& tensors,
+SNAPCACHE_API Status write_safetensors(const std::string& path, const NamedTensors& tensors,
                          const std::map<std::string, std::string>& metadata = {},
                          std::shared_ptr<FileSystem> fs = posix_file_system());
 
-std::optional<DType> dtype_from_safetensors(std::string_view name);
-std::optional<std::string> safetensors_dtype_name(DType dtype);
+SNAPCACHE_API std::optional<DType> dtype_from_safetensors(std::string_view name);
+SNAPCACHE_API std::optional<std::string> safetensors_dtype_name(DType dtype);
 
 }  // namespace snapcache

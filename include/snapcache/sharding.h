@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "snapcache/export.h"
 #include "snapcache/snapshot.h"
 
 namespace snapcache {
@@ -15,10 +16,10 @@ enum class ShardAxis {
 
 // Rank `rank` of `size` equal parts of `full` along `axis`; invalid_argument naming the tensor if
 // the dimension does not divide evenly or the rank is out of range.
-Result<at::Tensor> shard(const at::Tensor& full, ShardAxis axis, int rank, int size, const std::string& name);
+SNAPCACHE_API Result<at::Tensor> shard(const at::Tensor& full, ShardAxis axis, int rank, int size, const std::string& name);
 
 // This rank's rows of q, k and v, concatenated into one fused QKV weight (or bias).
-Result<at::Tensor> fuse_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int rank, int size,
+SNAPCACHE_API Result<at::Tensor> fuse_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int rank, int size,
                             const std::string& name);
 
 }  // namespace snapcache

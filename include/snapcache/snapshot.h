@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "snapcache/export.h"
 #include "snapcache/store.h"
 
 namespace snapcache {
@@ -16,10 +17,10 @@ namespace snapcache {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // The torch this process runs: version, CUDA runtime version, C++ ABI. Part of every Key.
-TorchIdentity current_torch_identity();
+SNAPCACHE_API TorchIdentity current_torch_identity();
 
-Result<DType> to_dtype(c10::ScalarType type);
-c10::ScalarType to_scalar_type(DType dtype);
+SNAPCACHE_API Result<DType> to_dtype(c10::ScalarType type);
+SNAPCACHE_API c10::ScalarType to_scalar_type(DType dtype);
 
 // Describes CPU tensors as storages and tensor records. Tensors that share a storage are stored
 // once; each storage is stored from its start up to the last byte any tensor uses, so shapes,
@@ -29,12 +30,13 @@ struct CapturedTensors {
   std::vector<StorageSource> storages;
   std::vector<TensorRecord> tensors;
 };
-Result<CapturedTensors> capture_tensors(const NamedTensors& tensors);
+SNAPCACHE_API Result<CapturedTensors> capture_tensors(const NamedTensors& tensors);
 
-// The layout `tensors` has, to check a warm load against (names, dtypes, shapes, strides, aliases).
-ExpectedLayout expected_layout_of(const NamedTensors& tensors);
+// The layout `tensors` has, to check a warm load against (names, dtypes, shapes, strides, aliases);
+// fails on a tensor a snapshot cannot hold.
+SNAPCACHE_API Result<ExpectedLayout> expected_layout_of(const NamedTensors& tensors);
 
-PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
+SNAPCACHE_API PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
                                const PublishOptions& options = {});
 
 struct LoadedTensors {
@@ -42,17 +44,13 @@ struct LoadedTensors {
   NamedTensors tensors;  // on hit: CPU tensors over the entry's private mapping
 };
 
-enum class LoadLog {
-  line,   // one info line: hit, miss, damaged, fallback or disabled, and why
-  quiet,  // the caller reports (the load pipeline logs its own line per load)
-};
-
 // Looks the key up and, on a hit, checks the entry against `expected` (when given) before
-// building tensors. A mismatch counts as a miss, with the reason.
-LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
-                           VerifyPolicy policy = VerifyPolicy::trust_identity, LoadLog log_mode = LoadLog::line);
+// building tensors. A mismatch counts as a miss, with the reason. Logs one line: hit, miss,
+// damaged, fallback or disabled, and why. (The load pipeline uses lookup and tensors_of itself.)
+SNAPCACHE_API LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
+                                         VerifyPolicy policy = VerifyPolicy::trust_identity);
 
 // Builds tensors over an opened snapshot; each holds the snapshot (mapping and lease) alive.
-NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot);
+SNAPCACHE_API NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot);
 
 }  // namespace snapcache

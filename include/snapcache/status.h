@@ -24,6 +24,7 @@ enum class StatusCode : std::uint8_t {
   disabled,           // the cache is switched off by configuration
   invalid_argument,   // bad input from the caller or the user
   unsupported,        // a tensor or request snapcache cannot represent
+  exception,          // a library or a user hook threw; the message is the exception's
 };
 
 const char* to_string(StatusCode code);

@@ -3,6 +3,7 @@
 
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
+#include "snapcache/text.h"
 #include "util/fmt.h"
 
 namespace snapcache {
@@ -17,6 +18,9 @@ class Fp8BlockScale final : public PostLoadMethod {
     return pipeline::weight_scale_pairs(tensors, at::kFloat8_e4m3fn);
   }
 
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
+  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);
     for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
@@ -28,14 +32,14 @@ class Fp8BlockScale final : public PostLoadMethod {
       if (w.dim() != 2 || !w.is_contiguous())
         return Status(StatusCode::unsupported,
                       fmt::format("tensor '{}': fp8 block-scaled weights must be row-major [N, K], got {} with strides {}",
-                                  t[i], pipeline::shape_string(w.sizes()), pipeline::shape_string(w.strides())));
+                                  t[i], format_dims(w.sizes()), format_dims(w.strides())));
       const std::int64_t n = w.size(0), k = w.size(1);
       const std::int64_t bn = (n + 127) / 128, bk = (k + 127) / 128;
       if (s.scalar_type() != at::kFloat || s.dim() != 2 || s.size(0) != bn || s.size(1) != bk)
         return Status(StatusCode::invalid_argument,
                       fmt::format("tensor '{}': expected float32 scales [{}, {}] (128x128 blocks of [{}, {}]), got {} {}",
                                   t[i + 1], bn, bk, n, k, c10::toString(s.scalar_type()),
-                                  pipeline::shape_string(s.sizes())));
+                                  format_dims(s.sizes())));
       s = s.t().contiguous().t();  // MN-major: the scales of one K-block are adjacent
     }
     return Status::ok();

@@ -3,6 +3,7 @@
 
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
+#include "snapcache/text.h"
 #include "util/fmt.h"
 
 namespace snapcache {
@@ -19,6 +20,9 @@ class Int8RowScale final : public PostLoadMethod {
     return pipeline::weight_scale_pairs(tensors, at::kChar);
   }
 
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
+  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);
     for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
@@ -26,11 +30,11 @@ class Int8RowScale final : public PostLoadMethod {
       at::Tensor& s = *pipeline::find(tensors, t[i + 1]);
       if (w.dim() != 2)
         return Status(StatusCode::invalid_argument, fmt::format("tensor '{}': int8 weight must be 2-d, is {}", t[i],
-                                                                pipeline::shape_string(w.sizes())));
+                                                                format_dims(w.sizes())));
       if (s.scalar_type() != at::kFloat || s.dim() != 2 || s.size(0) != w.size(0) || s.size(1) != 1)
         return Status(StatusCode::invalid_argument,
                       fmt::format("tensor '{}': expected a float32 scale of shape ({}, 1), got {} {}", t[i + 1],
-                                  w.size(0), c10::toString(s.scalar_type()), pipeline::shape_string(s.sizes())));
+                                  w.size(0), c10::toString(s.scalar_type()), format_dims(s.sizes())));
       s = s.reshape({w.size(0)});
       if (layout_ == WeightLayout::column_major) w = w.t().contiguous().t();
     }

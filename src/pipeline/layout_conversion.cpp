@@ -1,11 +1,10 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
+#include "snapcache/text.h"
 #include "util/fmt.h"
 
 namespace snapcache {
-
-std::string pipeline::shape_string(at::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
 
 std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensors, at::ScalarType dtype) {
   std::vector<std::string> out;
@@ -42,6 +41,9 @@ class LayoutConversion final : public PostLoadMethod {
     return out;
   }
 
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
+  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+
   Status apply(NamedTensors& tensors) const override {
     for (const auto& name : targets(tensors)) {
       at::Tensor& t = *pipeline::find(tensors, name);
@@ -51,7 +53,7 @@ class LayoutConversion final : public PostLoadMethod {
       if (t.dim() != 2)
         return Status(StatusCode::invalid_argument,
                       fmt::format("tensor '{}': layout conversion needs a 2-d tensor, got {}", name,
-                                  pipeline::shape_string(t.sizes())));
+                                  format_dims(t.sizes())));
       t = layout_ == WeightLayout::column_major ? t.t().contiguous().t() : t.contiguous();
     }
     return Status::ok();

@@ -18,8 +18,9 @@ inline at::Tensor* find(NamedTensors& tensors, const std::string& name) {
     if (n == name) return &t;
   return nullptr;
 }
-
-std::string shape_string(at::IntArrayRef sizes);
+inline const at::Tensor* find(const NamedTensors& tensors, const std::string& name) {
+  return find(const_cast<NamedTensors&>(tensors), name);
+}
 
 // Names of "<p>.weight" tensors of `dtype` that have a "<p>.weight_scale", each followed by its
 // scale's name: the pairs a scaled-weight quantizer transforms.

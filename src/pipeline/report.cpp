@@ -1,6 +1,7 @@
-#include "snapcache/pipeline.h"
-#include "util/fmt.h"
+#include "snapcache/report.h"
+
 #include "snapcache/text.h"
+#include "util/fmt.h"
 
 namespace snapcache {
 
@@ -14,11 +15,21 @@ const char* to_string(LoadPath path) {
   return "?";
 }
 
+const char* to_string(TierOutcome outcome) {
+  switch (outcome) {
+    case TierOutcome::served: return "served";
+    case TierOutcome::missed: return "missed";
+    case TierOutcome::unusable: return "unusable";
+    case TierOutcome::skipped: return "skipped";
+  }
+  return "?";
+}
+
 std::string LoadReport::summary() const {
   std::string stages_text;
   for (const auto& s : stages) {
     if (!stages_text.empty()) stages_text += ", ";
-    stages_text += fmt::format("{} {:.0f} ms", s.stage, s.seconds * 1e3);
+    stages_text += fmt::format("{} {:.0f} ms{}", s.stage, s.seconds * 1e3, s.error.empty() ? "" : " (failed)");
   }
   return fmt::format("{} in {:.2f} s ({}){}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
                      reason);
@@ -28,11 +39,36 @@ std::string LoadReport::table() const {
   std::string out = fmt::format("  {:<14} {:>10} {:>12} {:>10}\n", "stage", "ms", "bytes", "GB/s");
   for (const auto& s : stages) {
     double rate = s.seconds > 0 && s.bytes > 0 ? static_cast<double>(s.bytes) / s.seconds / 1e9 : 0.0;
-    out += fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}\n", s.stage, s.seconds * 1e3,
-                       s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "");
+    out += fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}{}\n", s.stage, s.seconds * 1e3,
+                       s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "",
+                       s.error.empty() ? "" : "  failed: " + s.error);
   }
   out += fmt::format("  {:<14} {:>10.1f}\n", "total", seconds * 1e3);
+  for (const auto& t : tiers) out += fmt::format("  tier {:<9} {}: {}\n", t.tier, to_string(t.outcome), t.reason);
   return out;
+}
+
+StageTimer::StageTimer(LoadReport& report, std::string stage)
+    : report_(&report), stage_(std::move(stage)), started_(std::chrono::steady_clock::now()) {}
+
+StageTimer::~StageTimer() {
+  if (!recorded_) record(0, "interrupted (an early return or an exception)");
+}
+
+void StageTimer::done(std::uint64_t bytes) { record(bytes, {}); }
+
+Status StageTimer::fail(Status status) {
+  record(0, status.to_string());
+  return status;
+}
+
+void StageTimer::fail(std::string error) { record(0, std::move(error)); }
+
+void StageTimer::record(std::uint64_t bytes, std::string error) {
+  if (recorded_) return;
+  recorded_ = true;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  report_->stages.push_back({stage_, seconds, bytes, std::move(error)});
 }
 
 }  // namespace snapcache

@@ -2,15 +2,14 @@
 // mapping (no copy) and keep it, with the entry's lease, alive through their storage's DataPtr.
 #include "snapcache/snapshot.h"
 
+#include "snapcache/host_storage.h"
+
 #include <ATen/Functions.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
 #include "util/fmt.h"
 
-#include <unordered_map>
-
-#include "format/manifest.h"
 #include "snapcache/log.h"
 #include "snapcache/text.h"
 
@@ -71,13 +70,12 @@ c10::ScalarType to_scalar_type(DType dtype) {
 }
 
 Result<CapturedTensors> capture_tensors(const NamedTensors& tensors) {
+  auto host = describe_host_storages(tensors);
+  if (!host) return host.status();
   CapturedTensors out;
-  std::unordered_map<const c10::StorageImpl*, std::uint32_t> storage_index;
-  std::vector<std::uint64_t> needed;  // bytes of each storage that some tensor reaches
-  for (const auto& [name, t] : tensors) {
-    if (!t.defined()) return unsupported(name, "undefined tensor");
-    if (!t.device().is_cpu()) return unsupported(name, "on " + t.device().str() + "; snapshots hold CPU tensors");
-    if (t.layout() != c10::kStrided) return unsupported(name, "not a strided (dense) tensor");
+  for (const HostStorage& s : host->storages) out.storages.push_back({s.data, s.used_bytes});
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
     if (t.is_quantized()) return unsupported(name, "quantized tensors are not supported");
     if (t.is_conj() || t.is_neg())
       return unsupported(name, "has the conjugate or negative bit set; call resolve_conj()/resolve_neg() first");
@@ -89,35 +87,26 @@ Result<CapturedTensors> capture_tensors(const NamedTensors& tensors) {
     rec.sizes.assign(t.sizes().begin(), t.sizes().end());
     rec.strides.assign(t.strides().begin(), t.strides().end());
     rec.storage_offset = t.storage_offset();
-    auto extent = format::tensor_extent_bytes(rec);
-    if (!extent) return unsupported(name, extent.status().message());
-    const c10::Storage& storage = t.storage();
-    if (*extent > storage.nbytes())
-      return unsupported(name, fmt::format("reaches {} bytes into a storage of {}", *extent, storage.nbytes()));
-    auto [it, inserted] = storage_index.emplace(storage.unsafeGetStorageImpl(), out.storages.size());
-    if (inserted) {
-      out.storages.push_back({storage.data(), 0});
-      needed.push_back(0);
-    }
-    rec.storage = it->second;
-    needed[rec.storage] = std::max(needed[rec.storage], *extent);
+    rec.storage = host->storage_of[i];
     out.tensors.push_back(std::move(rec));
   }
-  for (std::size_t i = 0; i < out.storages.size(); ++i) out.storages[i].nbytes = needed[i];
   return out;
 }
 
-ExpectedLayout expected_layout_of(const NamedTensors& tensors) {
+Result<ExpectedLayout> expected_layout_of(const NamedTensors& tensors) {
+  auto host = describe_host_storages(tensors);
+  if (!host) return host.status();
   ExpectedLayout layout;
-  std::unordered_map<const c10::StorageImpl*, std::size_t> groups;
-  for (const auto& [name, t] : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    auto dtype = to_dtype(t.scalar_type());
+    if (!dtype) return dtype.status().with_context("tensor '" + name + "'");
     ExpectedTensor e;
     e.name = name;
-    e.dtype = to_dtype(t.scalar_type()).is_ok() ? *to_dtype(t.scalar_type()) : DType::uint8;
+    e.dtype = *dtype;
     e.sizes.assign(t.sizes().begin(), t.sizes().end());
     e.strides = std::vector<std::int64_t>(t.strides().begin(), t.strides().end());
-    auto [it, _] = groups.emplace(t.storage().unsafeGetStorageImpl(), groups.size());
-    e.alias_group = fmt::format("storage{}", it->second);
+    e.alias_group = fmt::format("storage{}", host->storage_of[i]);
     layout.push_back(std::move(e));
   }
   return layout;
@@ -162,13 +151,11 @@ NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot) {
   return out;
 }
 
-LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy,
-                           LoadLog log_mode) {
+LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected, VerifyPolicy policy) {
   LoadedTensors out;
   out.lookup = store.lookup(key, policy, expected);
   LookupOutcome& lk = out.lookup;
   if (lk.result == LookupResult::hit) out.tensors = tensors_of(lk.snapshot);
-  if (log_mode == LoadLog::quiet) return out;
   std::string what = fmt::format("load {} [{}]: {}", key.component.empty() ? "(component)" : key.component,
                                  lk.entry_id.substr(0, 12), to_string(lk.result));
   if (lk.result == LookupResult::hit)

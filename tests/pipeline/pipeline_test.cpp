@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "dit_model.h"
+#include "demo_fixture.h"
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
@@ -17,32 +17,7 @@ using namespace snapcache;
 
 namespace {
 
-demo::DitConfig small_config(int tp_rank = 1, int tp_size = 2) {
-  demo::DitConfig c;
-  c.hidden = 256;
-  c.layers = 2;
-  c.heads = 4;
-  c.tokens = 8;
-  c.tp_rank = tp_rank;
-  c.tp_size = tp_size;
-  return c;
-}
-
-struct Fixture {
-  test::TempDir dir;
-  demo::DitConfig config = small_config();
-  std::string checkpoint = dir / "model.safetensors";
-  Fixture() { REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok()); }
-  LoadPlan plan() const { return demo::make_plan(config, checkpoint, c10::Device(c10::kCPU)); }
-  std::shared_ptr<Store> store(std::shared_ptr<FileSystem> fs = posix_file_system()) const {
-    return *Store::open(test::test_config(dir / "cache"), std::move(fs));
-  }
-  LoadedModel reference() const {
-    auto m = load_model(nullptr, plan());
-    REQUIRE(m.is_ok());
-    return std::move(*m);
-  }
-};
+using Fixture = test::DemoFixture;
 
 std::string only_entry_data(Store& store) {
   auto entries = store.list_entries();
@@ -81,11 +56,9 @@ TEST_CASE("ordinary and cold and warm loads of the demo model give bit-identical
   CHECK(demo::identical(out_ref, demo::forward(f.config, *cold)));
   CHECK(demo::identical(out_ref, demo::forward(f.config, *warm)));
   // The post-load methods really ran on the warm path: flattened scales, column-major weights.
-  for (const auto& [name, t] : warm->weights) {
-    if (name == "blocks.0.mlp.up.weight_scale") CHECK(t.dim() == 1);
-    if (name == "blocks.0.attn.proj.weight") CHECK(t.stride(0) == 1);
-    if (name == "blocks.0.mlp.down.weight_scale") CHECK(t.stride(0) == 1);
-  }
+  CHECK(test::tensor_named(warm->weights, "blocks.0.mlp.up.weight_scale").dim() == 1);
+  CHECK(test::tensor_named(warm->weights, "blocks.0.attn.proj.weight").stride(0) == 1);
+  CHECK(test::tensor_named(warm->weights, "blocks.0.mlp.down.weight_scale").stride(0) == 1);
 }
 
 TEST_CASE("each post-load method alone gives bit-identical results cold and warm", "[pipeline]") {

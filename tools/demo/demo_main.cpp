@@ -1,117 +1,176 @@
-// snapcache-demo: README's main job. Generates a small DiT-like safetensors checkpoint, loads one
-// TP rank cold (ordinary loader, publish), then warm (from the snapshot), runs a forward pass on
-// each, and proves both loads (and a load without any cache) give bit-identical weights and
-// outputs. Prints each load's stages and times.
+// snapcache-demo: README's main job, a server restart in miniature. Generates a small DiT-like
+// safetensors checkpoint; loads one TP rank the ordinary way (no cache) and through snapcache,
+// which publishes a snapshot on the first run; then starts itself again as a new process, as a
+// restarted server would, which loads from the snapshot. Both processes run a forward pass; the
+// weights and outputs of the no-cache, first and restarted loads must be bit-identical. The
+// entry stays in the cache between runs (--fresh drops it first).
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include <ATen/Functions.h>
-#include <ATen/TensorOperators.h>
 #include <ATen/Context.h>
+#include <ATen/Functions.h>
 
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "dit_model.h"
 #include "snapcache/config.h"
-#include "snapcache/log.h"
-#include "util/fmt.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/text.h"
+
+extern char** environ;
 
 using namespace snapcache;
 
-int main(int argc, char** argv) {
-  CLI::App app{"snapcache demo: cold load, warm load, bit-identical results"};
+namespace {
+
+struct Options {
   std::string cache_dir, work_dir = "/tmp/snapcache-demo", device_name;
   std::uint64_t size_mib = 320;
   int tp_rank = 0, tp_size = 1;
-  bool disable_cache = false;
+  bool disable_cache = false, fresh = false;
   double capacity_gib = -1;
-  app.add_option("--dir", cache_dir, "cache directory (default: SNAPCACHE_DIR or ~/.cache/snapcache)");
-  app.add_option("--work-dir", work_dir, "where the generated checkpoint is written")->capture_default_str();
-  app.add_option("--size-mib", size_mib, "approximate checkpoint size in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
-  app.add_option("--tp-rank", tp_rank, "tensor-parallel rank to load")->capture_default_str();
-  app.add_option("--tp-size", tp_size, "tensor-parallel size (1, 2, 4 or 8)")->capture_default_str()->check(CLI::IsMember({1, 2, 4, 8}));
-  app.add_option("--device", device_name, "cpu or cuda[:N] (default: cuda if available, else cpu)");
-  app.add_flag("--disable-cache", disable_cache, "load without the cache (both loads take the ordinary path)");
-  app.add_option("--capacity-gib", capacity_gib, "cache capacity in GiB");
+  std::string restart_of;  // set in the restarted process: the first process's fingerprint
+};
+
+struct Run {
+  LoadedModel model;
+  std::string fingerprint;  // weights, derived buffers and forward output
+};
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "snapcache-demo: {}\n", what);
+  return 1;
+}
+
+// Loads and runs the forward pass; the report says how the load went.
+Result<Run> load_and_run(Store* store, const LoadPlan& plan, const demo::DitConfig& dit) {
+  auto model = load_model(store, plan);
+  if (!model) return model.status();
+  Run run{std::move(*model), {}};
+  run.fingerprint = demo::fingerprint(run.model, demo::forward(dit, run.model));
+  return run;
+}
+
+void print_load(const std::string& title, const LoadReport& report) {
+  fmt::print("{}: {} in {} — {}\n{}\n", title, to_string(report.path), format_duration(report.seconds),
+             report.reason, report.table());
+}
+
+// The same program as a new process, as a restarted server: same options, plus the fingerprint it
+// must reproduce.
+int start_restarted_process(int argc, char** argv, const std::string& fingerprint) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (auto it = args.begin(); it != args.end();)  // a second --fresh would drop the entry again
+    it = *it == "--fresh" ? args.erase(it) : it + 1;
+  args.insert(args.end(), {"--restart-of", fingerprint});
+  std::vector<char*> c_args;
+  for (auto& a : args) c_args.push_back(a.data());
+  c_args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = 0;
+  if (int err = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, c_args.data(), environ); err != 0)
+    return fail(fmt::format("cannot start the restarted process: {}", std::strerror(err)));
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return fail("lost the restarted process");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"snapcache demo: a first load that publishes, a restarted process that reuses it, bit-identical"};
+  Options o;
+  app.add_option("--dir", o.cache_dir, "cache directory (default: SNAPCACHE_DIR or ~/.cache/snapcache)");
+  app.add_option("--work-dir", o.work_dir, "where the generated checkpoint is written")->capture_default_str();
+  app.add_option("--size-mib", o.size_mib, "approximate checkpoint size in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
+  app.add_option("--tp-rank", o.tp_rank, "tensor-parallel rank to load")->capture_default_str();
+  app.add_option("--tp-size", o.tp_size, "tensor-parallel size (1, 2, 4 or 8)")->capture_default_str()->check(CLI::IsMember({1, 2, 4, 8}));
+  app.add_option("--device", o.device_name, "cpu or cuda[:N] (default: cuda if available, else cpu)");
+  app.add_flag("--disable-cache", o.disable_cache, "load without the cache (every load takes the ordinary path)");
+  app.add_flag("--fresh", o.fresh, "drop this model's cache entry first, so the first load is cold");
+  app.add_option("--capacity-gib", o.capacity_gib, "cache capacity in GiB");
+  app.add_option("--restart-of", o.restart_of, "(internal) run as the restarted process")->group("");
   CLI11_PARSE(app, argc, argv);
-  if (tp_rank < 0 || tp_rank >= tp_size) {
-    fmt::print(stderr, "snapcache-demo: --tp-rank {} is not in [0, {})\n", tp_rank, tp_size);
-    return 2;
-  }
+  if (o.tp_rank < 0 || o.tp_rank >= o.tp_size)
+    return fail(fmt::format("--tp-rank {} is not in [0, {})", o.tp_rank, o.tp_size));
+  const bool restarted = !o.restart_of.empty();
 
   auto config = Config::from_environment();
-  if (!config) {
-    fmt::print(stderr, "snapcache-demo: {}\n", config.status().message());
-    return 2;
-  }
-  if (!cache_dir.empty()) config->directory = cache_dir;
-  if (disable_cache) config->mode = CacheMode::disabled;
-  if (capacity_gib >= 0) config->capacity_bytes = static_cast<std::uint64_t>(capacity_gib * static_cast<double>(kGiB));
+  if (!config) return fail(config.status().message());
+  if (!o.cache_dir.empty()) config->directory = o.cache_dir;
+  if (o.disable_cache) config->mode = CacheMode::disabled;
+  if (o.capacity_gib >= 0) config->capacity_bytes = static_cast<std::uint64_t>(o.capacity_gib * static_cast<double>(kGiB));
 
   c10::Device device(c10::kCPU);
   try {
-    device = device_name.empty() ? c10::Device(at::hasCUDA() ? c10::kCUDA : c10::kCPU) : c10::Device(device_name);
+    device = o.device_name.empty() ? c10::Device(at::hasCUDA() ? c10::kCUDA : c10::kCPU) : c10::Device(o.device_name);
   } catch (const c10::Error&) {
-    fmt::print(stderr, "snapcache-demo: unknown device '{}'\n", device_name);
-    return 2;
+    return fail(fmt::format("unknown device '{}'", o.device_name));
   }
-  if (device.is_cuda() && !at::hasCUDA()) {
-    fmt::print(stderr, "snapcache-demo: no CUDA device here; use --device cpu\n");
-    return 2;
-  }
+  if (device.is_cuda() && !at::hasCUDA()) return fail("no CUDA device here; use --device cpu");
 
   demo::DitConfig dit;
-  dit.tp_rank = tp_rank;
-  dit.tp_size = tp_size;
+  dit.tp_rank = o.tp_rank;
+  dit.tp_size = o.tp_size;
   const std::uint64_t per_layer = demo::checkpoint_bytes({dit.hidden, 1, dit.heads, dit.tokens, 0, 1, 1});
-  dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(size_mib * (1ull << 20) / per_layer));
+  dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.size_mib * (1ull << 20) / per_layer));
 
-  ::mkdir(work_dir.c_str(), 0755);
-  const std::string checkpoint = fmt::format("{}/dit-h{}-l{}.safetensors", work_dir, dit.hidden, dit.layers);
+  ::mkdir(o.work_dir.c_str(), 0755);
+  const std::string checkpoint = fmt::format("{}/dit-h{}-l{}.safetensors", o.work_dir, dit.hidden, dit.layers);
   struct stat st {};
-  if (::stat(checkpoint.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) < demo::checkpoint_bytes(dit)) {
+  if (!restarted &&
+      (::stat(checkpoint.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) < demo::checkpoint_bytes(dit))) {
     fmt::print("generating {} ({} layers, {})\n", checkpoint, dit.layers, format_size(demo::checkpoint_bytes(dit)));
-    if (Status s = demo::write_checkpoint(dit, checkpoint); !s) {
-      fmt::print(stderr, "snapcache-demo: {}\n", s.to_string());
-      return 1;
-    }
+    if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return fail(s.to_string());
   }
 
   auto store = Store::open(*config);
-  if (!store) {
-    fmt::print(stderr, "snapcache-demo: {}\n", store.status().to_string());
-    return 1;
-  }
+  if (!store) return fail(store.status().to_string());
   LoadPlan plan = demo::make_plan(dit, checkpoint, device);
-  // Start from a cold cache for this key, so the first load shows the cold path.
-  if (config->enabled())
-    if (auto key = key_for_plan(**store, plan)) (void)(*store)->remove_entry(key_id(*key));
 
-  fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", checkpoint, tp_rank, tp_size, device.str(),
-             config->enabled() ? config->directory : "disabled");
-  std::fflush(stdout);  // keep the library's log lines (stderr) in order with ours
-  auto reference = load_model(nullptr, plan);  // the ordinary path, no cache involved
-  auto cold = load_model(store->get(), plan);
-  auto warm = load_model(store->get(), plan);
-  for (auto* r : {&reference, &cold, &warm})
-    if (!*r) {
-      fmt::print(stderr, "snapcache-demo: load failed: {}\n", r->status().to_string());
-      return 1;
-    }
-  at::Tensor out_ref = demo::forward(dit, *reference), out_cold = demo::forward(dit, *cold),
-             out_warm = demo::forward(dit, *warm);
-
-  for (auto [title, model] : {std::pair{"first load", &*cold}, std::pair{"second load", &*warm}}) {
-    fmt::print("{}: {} — {}\n{}\n", title, to_string(model->report.path), model->report.reason, model->report.table());
+  if (!restarted) {
+    if (o.fresh && config->enabled())
+      if (auto key = key_for_plan(**store, plan)) {
+        auto removed = remove_entry(**store, key_id(*key));
+        if (!removed && removed.status().code() != StatusCode::not_found)
+          return fail("--fresh: " + removed.status().to_string());
+      }
+    fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", checkpoint, o.tp_rank, o.tp_size, device.str(),
+               config->enabled() ? config->directory : "disabled");
+    std::fflush(stdout);  // keep the library's log lines (stderr) in order with ours
+    auto reference = load_and_run(nullptr, plan, dit);  // the ordinary path, no cache involved
+    if (!reference) return fail("load without the cache failed: " + reference.status().to_string());
+    auto first = load_and_run(store->get(), plan, dit);
+    if (!first) return fail("load failed: " + first.status().to_string());
+    print_load("first process", first->model.report);
+    if (first->model.report.path == LoadPath::hit)
+      fmt::print("(the entry was kept from an earlier run; --fresh starts with a cold load)\n\n");
+    const bool same = reference->fingerprint == first->fingerprint;
+    fmt::print("weights and outputs (no cache / first process): {}\n\n", same ? "bit-identical" : "DIFFERENT");
+    if (!same) return 3;
+    fmt::print("restarting as a new process...\n\n");
+    return start_restarted_process(argc, argv, first->fingerprint);
   }
-  const bool weights_ok = demo::identical(*reference, *cold) && demo::identical(*cold, *warm);
-  const bool outputs_ok = demo::identical(out_ref, out_cold) && demo::identical(out_cold, out_warm);
-  fmt::print("weights  (no cache / first / second): {}\n", weights_ok ? "bit-identical" : "DIFFERENT");
-  fmt::print("outputs  (no cache / first / second): {}  (checksum {:.6f})\n", outputs_ok ? "bit-identical" : "DIFFERENT",
-             out_warm.to(at::kDouble).sum().item<double>());
-  if (warm->report.path == LoadPath::hit && cold->report.seconds > 0)
-    fmt::print("second load took {:.1f}% of the first ({:.3f} s vs {:.3f} s)\n",
-               100.0 * warm->report.seconds / cold->report.seconds, warm->report.seconds, cold->report.seconds);
-  return weights_ok && outputs_ok ? 0 : 3;
+
+  // The restarted process: what a server restart costs with the snapshot, and without it.
+  auto warm = load_and_run(store->get(), plan, dit);
+  if (!warm) return fail("load failed: " + warm.status().to_string());
+  print_load(fmt::format("restarted process (pid {})", ::getpid()), warm->model.report);
+  auto ordinary = load_and_run(nullptr, plan, dit);
+  if (!ordinary) return fail("load without the cache failed: " + ordinary.status().to_string());
+  const bool same = warm->fingerprint == o.restart_of && ordinary->fingerprint == o.restart_of;
+  fmt::print("weights and outputs (no cache / first process / restarted process): {}  (fingerprint {})\n",
+             same ? "bit-identical" : "DIFFERENT", warm->fingerprint);
+  const double with = warm->model.report.seconds, without = ordinary->model.report.seconds;
+  fmt::print("restarted load: {} with snapcache ({}), {} without: {:.1f}x {}\n", format_duration(with),
+             to_string(warm->model.report.path), format_duration(without),
+             with <= without ? without / with : with / without, with <= without ? "faster" : "slower");
+  return same ? 0 : 3;
 }

@@ -9,7 +9,7 @@
 
 #include "snapcache/safetensors.h"
 #include "snapcache/sharding.h"
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 namespace snapcache::demo {
 namespace {
@@ -244,6 +244,27 @@ bool identical(const LoadedModel& a, const LoadedModel& b) {
   for (const auto& [name, t] : a.derived)
     if (!b.derived.count(name) || !identical(t, b.derived.at(name))) return false;
   return true;
+}
+
+namespace {
+// Folds what identical() compares (dtype, shape, strides, bytes) into `seed`.
+std::size_t fold(std::size_t seed, std::string_view bytes) {
+  return seed * 0x100000001b3ull ^ std::hash<std::string_view>{}(bytes);
+}
+std::size_t fold(std::size_t seed, const at::Tensor& t) {
+  at::Tensor x = t.cpu().contiguous();
+  seed = fold(seed, fmt::format("{} {} {}", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ","),
+                                fmt::join(t.strides(), ",")));
+  return fold(seed, std::string_view(static_cast<const char*>(x.data_ptr()),
+                                     static_cast<std::size_t>(x.numel()) * x.element_size()));
+}
+}  // namespace
+
+std::string fingerprint(const LoadedModel& model, const at::Tensor& output) {
+  std::size_t h = 0;
+  for (const auto& [name, t] : model.weights) h = fold(fold(h, name), t);
+  for (const auto& [name, t] : model.derived) h = fold(fold(h, name), t);
+  return fmt::format("{:016x}", fold(h, output));
 }
 
 }  // namespace snapcache::demo

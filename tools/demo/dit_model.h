@@ -37,5 +37,9 @@ at::Tensor forward(const DitConfig& config, const LoadedModel& model);
 bool identical(const at::Tensor& a, const at::Tensor& b);
 // Same weights (names, order, bytes) and derived buffers.
 bool identical(const LoadedModel& a, const LoadedModel& b);
+// What identical() compares, of the model and a forward output, as 16 hex digits: equal models and
+// outputs give equal fingerprints in any process of the same build, so a restarted process can be
+// checked against the one before it.
+std::string fingerprint(const LoadedModel& model, const at::Tensor& output);
 
 }  // namespace snapcache::demo

@@ -1,0 +1,39 @@
+// The host storages of a load: the bytes behind a set of CPU tensors, grouped once. Publication
+// writes each storage once, the uploader allocates and copies each once, and the alias structure
+// (tied weights, views) is read from here, so every consumer agrees on it.
+#pragma once
+
+#include <c10/core/Storage.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "snapcache/export.h"
+#include "snapcache/snapshot.h"
+
+namespace snapcache {
+
+struct HostStorage {
+  const std::byte* data = nullptr;   // start of the storage
+  std::uint64_t nbytes = 0;          // the whole storage
+  std::uint64_t used_bytes = 0;      // up to the last byte any tensor of the load reaches
+  std::uint64_t alignment = 0;       // largest power of two, at most 4096, that divides `data`
+  c10::Storage owner;                // keeps the bytes alive (a mapping, a heap block)
+  std::vector<std::size_t> tensors;  // indices of the tensors that view it, in load order
+  // A post-load method produced or changed these bytes: they exist only in this process's memory,
+  // never in a file the load came from. Declared by the methods (PostLoadMethod::writes).
+  bool written_by_post_load = false;
+};
+
+struct HostStorages {
+  std::vector<HostStorage> storages;    // in order of first use
+  std::vector<std::uint32_t> storage_of;  // per tensor: index into `storages`
+  SNAPCACHE_API std::uint64_t total_bytes() const;  // sum of nbytes
+};
+
+// Groups CPU tensors by the storage they view. Fails, naming the tensor, on an undefined,
+// non-CPU or non-strided tensor, or one that reaches past the end of its storage.
+SNAPCACHE_API Result<HostStorages> describe_host_storages(const NamedTensors& tensors);
+
+}  // namespace snapcache

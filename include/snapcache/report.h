@@ -1,0 +1,81 @@
+// What a load did: which path it took and why, every tier it tried and what each answered, and
+// every stage with its time, its bytes and, for a stage that failed, its error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "snapcache/export.h"
+#include "snapcache/store.h"
+
+namespace snapcache {
+
+enum class LoadPath {
+  hit,         // warm: a cache tier (the disk snapshot, a GPU donor) served the weights
+  miss,        // cold: no cache tier had them; the ordinary loader ran (and the result was kept)
+  fallback,    // cold: a cache tier had them but could not use them (damaged, storage failure)
+  ineligible,  // cold: this load must not be cached (adapter, opt-out, cache disabled)
+};
+SNAPCACHE_API const char* to_string(LoadPath path);
+
+// What one tier answered.
+enum class TierOutcome {
+  served,    // it gave the weights
+  missed,    // it has nothing for this load (a cold cache)
+  unusable,  // it had something but could not use it (damaged, storage failure): a fallback
+  skipped,   // it does not apply to this load (no cache, disabled, opted out)
+};
+SNAPCACHE_API const char* to_string(TierOutcome outcome);
+
+struct TierAttempt {
+  std::string tier;  // "snapshot", "ordinary", ...
+  TierOutcome outcome = TierOutcome::missed;
+  std::string reason;
+};
+
+struct StageTime {
+  std::string stage;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+  std::string error;  // empty when the stage finished
+};
+
+struct LoadReport {
+  LoadPath path = LoadPath::miss;
+  std::string reason;  // why this path: the answer of the tier that decided it
+  std::string entry_id;
+  std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
+  std::vector<StageTime> stages;
+  std::optional<PublishOutcome> publish;
+  double seconds = 0;
+  SNAPCACHE_API std::string summary() const;  // the one log line
+  SNAPCACHE_API std::string table() const;    // stages, times and bytes, one per line
+};
+
+// Times one stage into a report, by scope: a stage appears in the report however it ends. One
+// that ends without done() or fail() (an early return, an exception) is recorded as interrupted.
+class SNAPCACHE_API StageTimer {
+ public:
+  StageTimer(LoadReport& report, std::string stage);
+  ~StageTimer();
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+  void done(std::uint64_t bytes = 0);
+  // Records the error and hands it back: `return stage.fail(status);`
+  Status fail(Status status);
+  // Records a failure the caller goes on from (a tier that could not be used).
+  void fail(std::string error);
+
+ private:
+  void record(std::uint64_t bytes, std::string error);
+  LoadReport* report_;
+  std::string stage_;
+  std::chrono::steady_clock::time_point started_;
+  bool recorded_ = false;
+};
+
+}  // namespace snapcache

@@ -1,0 +1,75 @@
+// The tier seam: a tier is a source of a load's weights. The load executor tries the plan's tiers
+// in order (by default the disk snapshot, then the ordinary loader; a GPU donor goes in front of
+// both) and takes the first that serves. Each tier answers in its own words, and the report lists
+// every tier tried with its answer. The executor knows no tier by name.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "snapcache/export.h"
+#include "snapcache/report.h"
+#include "snapcache/snapshot.h"
+
+namespace snapcache {
+
+struct LoadPlan;
+
+// Where served tensors are, and how far along they are.
+enum class Residence {
+  host,             // CPU tensors before post-load: post-load, precision checks and upload follow
+  device_prepared,  // on the plan's device with post-load applied: only refresh hooks follow
+};
+
+// Whether the tensors came from a cache (the load is a hit) or from the checkpoint itself.
+enum class Provenance { cache, source };
+
+struct TierAnswer {
+  TierOutcome outcome = TierOutcome::missed;
+  std::string reason;    // one line a person can act on
+  std::string entry_id;  // the cache entry it concerns, when there is one
+  // When served:
+  NamedTensors tensors;
+  Residence residence = Residence::host;
+  Provenance provenance = Provenance::cache;
+
+  static TierAnswer served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
+                           std::string entry_id = {});
+  static TierAnswer missed(std::string reason, std::string entry_id = {});
+  static TierAnswer unusable(std::string reason, std::string entry_id = {});
+  static TierAnswer skipped(std::string reason);
+};
+
+// What a tier sees of the load it is asked to serve.
+struct LoadContext {
+  const LoadPlan& plan;
+  Store* store = nullptr;    // the cache; null when none is configured
+  const Key* key = nullptr;  // the disk key; null when this load must not be cached
+  std::string ineligible;    // why it must not be cached (empty when it may)
+  LoadReport& report;        // tiers time their stages into it (StageTimer)
+};
+
+class SNAPCACHE_API Tier {
+ public:
+  virtual ~Tier();
+  virtual std::string name() const = 0;
+  // Serves the weights, or says why not (missed, unusable, skipped). An error Status ends the
+  // load: the ordinary loader failed, or its output is not what the plan declares.
+  virtual Result<TierAnswer> serve(LoadContext& load) = 0;
+  // After a later tier served host tensors read from the checkpoint (checked complete, before
+  // post-load), each earlier tier that missed or could not be used is offered them, to keep for
+  // the next load (the snapshot tier publishes them). Returns a note for the report's reason
+  // ("not published: ..."), or "" when there is nothing to say.
+  virtual std::string keep(LoadContext& load, const NamedTensors& tensors);
+};
+
+// The disk tier: looks the key up in the store, checks the entry against the plan's expected
+// layout, and serves CPU tensors over its private mapping; keeps a cold load by publishing it.
+SNAPCACHE_API std::shared_ptr<Tier> snapshot_tier();
+// The plan's ordinary loader, with its output checked against the declared layout.
+SNAPCACHE_API std::shared_ptr<Tier> ordinary_tier();
+// What a plan without tiers of its own uses: snapshot_tier(), then ordinary_tier().
+SNAPCACHE_API std::vector<std::shared_ptr<Tier>> default_tiers();
+
+}  // namespace snapcache

@@ -1,0 +1,258 @@
+// The load executor: eligibility and key, the plan's tiers in order until one serves, then (for
+// host tensors) post-load methods, precision checks and the uploader, then the refresh hooks.
+// It knows no tier by name: each answers for itself, and the report keeps every answer.
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <set>
+#include <unordered_set>
+
+#include "snapcache/host_storage.h"
+#include "snapcache/log.h"
+#include "snapcache/pipeline.h"
+#include "torch/exceptions.h"
+#include "util/fmt.h"
+
+namespace snapcache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Why this load must not be cached, or "" when it may.
+std::string ineligibility(const Store* store, const LoadPlan& plan) {
+  if (store == nullptr) return "no cache store is configured";
+  if (!store->config().enabled()) return "the cache is disabled by configuration";
+  if (plan.cache == CachePolicy::opt_out) return "the caller opted out of caching";
+  return plan.ineligible_reason;
+}
+
+// The path and its reason follow from the answers: a cache tier that served makes a hit; one that
+// had something it could not use, a fallback; one that missed, a miss; nothing but skips,
+// ineligible. The reason is the answer that decided.
+void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, const TierAnswer& served) {
+  const TierAnswer* first_unusable = nullptr;
+  const TierAnswer* last_missed = nullptr;  // the tier nearest the checkpoint knows most
+  const TierAnswer* first_skipped = nullptr;
+  for (const auto& a : passed) {
+    if (a.outcome == TierOutcome::unusable && first_unusable == nullptr) first_unusable = &a;
+    if (a.outcome == TierOutcome::missed) last_missed = &a;
+    if (a.outcome == TierOutcome::skipped && first_skipped == nullptr) first_skipped = &a;
+  }
+  const TierAnswer* decisive = nullptr;
+  if (served.provenance == Provenance::cache) {
+    report.path = LoadPath::hit;
+    decisive = &served;
+  } else if (first_unusable != nullptr) {
+    report.path = LoadPath::fallback;
+    decisive = first_unusable;
+  } else if (last_missed != nullptr) {
+    report.path = LoadPath::miss;
+    decisive = last_missed;
+  } else {
+    report.path = LoadPath::ineligible;
+    decisive = first_skipped;
+  }
+  if (decisive != nullptr) {
+    report.reason = decisive->reason;
+    report.entry_id = decisive->entry_id;
+  }
+  for (const auto& a : passed)
+    if (report.entry_id.empty()) report.entry_id = a.entry_id;
+}
+
+// Post-load methods and precision checks, the same on every host path; then the host storages,
+// each marked with whether a method wrote it (so an uploader never sends it from a file).
+Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors, LoadReport& report) {
+  std::unordered_set<const c10::StorageImpl*> served;
+  for (const auto& [_, t] : tensors) served.insert(t.storage().unsafeGetStorageImpl());
+  std::set<std::string> written_in_place;  // targets of methods that may write their storages
+
+  StageTimer post(report, "post-load");
+  for (const auto& method : plan.post_load) {
+    const std::string context = "post-load method " + method->name();
+    Status st = guarded([&]() -> Status {
+      if (method->writes() == PostLoadWrites::may_write_in_place)
+        for (auto& name : method->targets(tensors)) written_in_place.insert(std::move(name));
+      return method->apply(tensors);
+    });
+    if (!st) return post.fail(st.with_context(context));
+  }
+  post.done();
+  if (!plan.precision.rules.empty()) {
+    StageTimer precision(report, "precision");
+    if (Status st = guarded([&] { return validate_precision(tensors, plan.precision); }); !st)
+      return precision.fail(st);
+    precision.done();
+  }
+
+  auto host = describe_host_storages(tensors);
+  if (!host) return host.status().with_context("after post-load");
+  for (HostStorage& s : host->storages) {
+    s.written_by_post_load = !served.count(s.owner.unsafeGetStorageImpl());
+    for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
+  }
+  return host;
+}
+
+Result<NamedTensors> upload(const LoadPlan& plan, const NamedTensors& tensors, const HostStorages& host,
+                            LoadReport& report) {
+  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : per_storage_uploader();
+  StageTimer stage(report, "upload");
+  auto device = guarded([&] { return uploader->upload(tensors, host, plan.device); });
+  if (!device) return stage.fail(device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(),
+                                                                            uploader->name())));
+  if (device->size() != tensors.size())
+    return stage.fail(Status(StatusCode::mismatch, fmt::format("uploader {} returned {} tensors for {}",
+                                                                uploader->name(), device->size(), tensors.size())));
+  stage.done(plan.device.is_cpu() ? 0 : host.total_bytes());
+  return device;
+}
+
+Status check_on_device(const NamedTensors& tensors, c10::Device device) {
+  for (const auto& [name, t] : tensors)
+    if (t.device() != device)
+      return Status(StatusCode::mismatch, fmt::format("tensor '{}' was served on {}, the plan loads onto {}", name,
+                                                      t.device().str(), device.str()));
+  return Status::ok();
+}
+
+// The weights on the plan's device; `report` says how, also when it fails.
+Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report) {
+  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report};
+  std::optional<Key> key;
+  if (load.ineligible.empty()) {
+    StageTimer stage(report, "key");
+    auto k = guarded([&] { return key_for_plan(*store, plan); });
+    stage.done();
+    if (k) key = std::move(*k);
+    else load.ineligible = "the checkpoint cannot be identified: " + k.status().message();
+  }
+  if (key) load.key = &*key;
+
+  const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
+  std::vector<TierAnswer> passed;
+  std::optional<TierAnswer> served;
+  for (const auto& tier : tiers) {
+    auto answer = guarded([&] { return tier->serve(load); });
+    if (!answer) return answer.status().with_context(tier->name() + " tier");
+    report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
+    if (answer->outcome == TierOutcome::served) {
+      served = std::move(*answer);
+      break;
+    }
+    passed.push_back(std::move(*answer));
+  }
+  if (!served) {
+    std::string why;
+    for (const auto& t : report.tiers) why += fmt::format("{}{} {}: {}", why.empty() ? "" : "; ", t.tier,
+                                                          to_string(t.outcome), t.reason);
+    return Status(StatusCode::not_found, "no tier served the weights: " + why);
+  }
+  decide_path(report, passed, *served);
+  NamedTensors& tensors = served->tensors;
+
+  if (served->residence == Residence::device_prepared) {
+    SNAPCACHE_RETURN_IF_ERROR(check_on_device(tensors, plan.device));
+    return std::move(tensors);
+  }
+  // Read from the checkpoint: the tiers that could not serve may keep it for the next load. They
+  // see it before post-load, which never writes into these storages while they are kept.
+  if (served->provenance == Provenance::source) {
+    for (std::size_t i = 0; i < passed.size(); ++i) {
+      if (passed[i].outcome != TierOutcome::missed && passed[i].outcome != TierOutcome::unusable) continue;
+      std::string note;
+      try {
+        note = tiers[i]->keep(load, tensors);
+      } catch (...) {
+        note = fmt::format("{} tier could not keep the weights: {}", tiers[i]->name(),
+                           status_of_current_exception().to_string());
+      }
+      if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
+    }
+  }
+  auto host = prepare_on_host(plan, tensors, report);
+  if (!host) return host.status();
+  return upload(plan, tensors, *host, report);
+}
+
+Status run_refresh_hooks(const LoadPlan& plan, LoadedModel& model) {
+  StageTimer stage(model.report, "refresh");
+  for (const auto& hook : plan.refresh_hooks) {
+    Status st = guarded([&] { return hook.refresh(model.weights, model.derived, plan.device); });
+    if (!st) return stage.fail(st.with_context("refresh hook " + hook.name));
+  }
+  stage.done();
+  return Status::ok();
+}
+
+// Copies a fresh load into the tensors a model already has, so no address changes.
+Status copy_in_place(NamedTensors& existing, const NamedTensors& fresh, LoadReport& report) {
+  StageTimer stage(report, "copy in place");
+  for (auto& [name, target] : existing) {
+    auto it = std::find_if(fresh.begin(), fresh.end(), [&](const auto& f) { return f.first == name; });
+    if (it == fresh.end())
+      return stage.fail(Status(StatusCode::mismatch, fmt::format("reload: tensor '{}' is no longer produced", name)));
+    const at::Tensor& source = it->second;
+    if (source.sizes() != target.sizes() || source.scalar_type() != target.scalar_type())
+      return stage.fail(Status(StatusCode::mismatch, fmt::format("reload: tensor '{}' changed shape or dtype", name)));
+    Status st = guarded([&]() -> Status {
+      target.copy_(source);
+      return Status::ok();
+    });
+    if (!st) return stage.fail(st.with_context(fmt::format("reload: copying tensor '{}'", name)));
+  }
+  stage.done();
+  return Status::ok();
+}
+
+std::string what_is_loaded(const LoadPlan& plan) {
+  return fmt::format("load {} (tp {}/{}, pp {}/{})", plan.component, plan.topology.tp_rank, plan.topology.tp_size,
+                     plan.topology.pp_rank, plan.topology.pp_size);
+}
+
+void log_load(const LoadPlan& plan, const LoadReport& report) {
+  log(report.path == LoadPath::fallback ? LogLevel::warn : LogLevel::info,
+      fmt::format("{}: {}", what_is_loaded(plan), report.summary()));
+  log(LogLevel::debug, "stages:\n" + report.table());
+}
+
+// A load that failed still says how far it got.
+Status log_failure(const LoadPlan& plan, const LoadReport& report, Status status) {
+  log(LogLevel::warn, fmt::format("{} failed: {}\n{}", what_is_loaded(plan), status.to_string(), report.table()));
+  return status;
+}
+
+}  // namespace
+
+Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
+  return guarded([&]() -> Result<LoadedModel> {
+    const auto started = Clock::now();
+    LoadedModel model;
+    auto weights = load_weights(store, plan, model.report);
+    if (!weights) return log_failure(plan, model.report, weights.status());
+    model.weights = std::move(*weights);
+    if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
+    model.report.seconds = seconds_since(started);
+    log_load(plan, model.report);
+    return model;
+  });
+}
+
+Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model) {
+  return guarded([&]() -> Result<LoadReport> {
+    const auto started = Clock::now();
+    LoadReport report;
+    auto weights = load_weights(store, plan, report);
+    if (!weights) return log_failure(plan, report, weights.status());
+    if (Status st = copy_in_place(model.weights, *weights, report); !st) return log_failure(plan, report, st);
+    model.report = std::move(report);
+    if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
+    model.report.seconds = seconds_since(started);
+    log_load(plan, model.report);
+    return model.report;
+  });
+}
+
+}  // namespace snapcache

@@ -1,0 +1,38 @@
+// The source tier: the plan's own loader reads the checkpoint; its output must be what the model
+// declares, or the load is an error (nothing incomplete is ever published).
+#include "snapcache/host_storage.h"
+#include "snapcache/pipeline.h"
+#include "snapcache/tier.h"
+#include "torch/exceptions.h"
+
+namespace snapcache {
+namespace {
+
+class OrdinaryTier final : public Tier {
+ public:
+  std::string name() const override { return "ordinary"; }
+
+  Result<TierAnswer> serve(LoadContext& load) override {
+    const LoadPlan& plan = load.plan;
+    if (!plan.ordinary_loader) return Status(StatusCode::invalid_argument, "the load plan has no ordinary loader");
+    StageTimer read(load.report, "ordinary load");
+    auto tensors = guarded([&] { return plan.ordinary_loader(plan); });
+    if (!tensors) return read.fail(tensors.status().with_context("ordinary loader"));
+    auto host = describe_host_storages(*tensors);  // host tensors are CPU tensors
+    if (!host) return read.fail(host.status().with_context("ordinary loader output"));
+    read.done(host->total_bytes());
+
+    StageTimer complete(load.report, "completeness");
+    if (Status st = check_completeness(*tensors, plan.expected); !st)
+      return complete.fail(st.with_context("ordinary loader output"));
+    complete.done();
+    return TierAnswer::served(std::move(*tensors), Residence::host, Provenance::source,
+                              "read from the checkpoint by the ordinary loader");
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Tier> ordinary_tier() { return std::make_shared<OrdinaryTier>(); }
+
+}  // namespace snapcache

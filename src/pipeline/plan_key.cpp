@@ -1,0 +1,25 @@
+// The key a plan loads under.
+#include "snapcache/pipeline.h"
+
+namespace snapcache {
+
+Result<Key> key_for_plan(Store& store, const LoadPlan& plan) {
+  auto files = describe_checkpoint(store.fs(), plan.checkpoint_files);
+  if (!files) return files.status();
+  if (plan.hash_checkpoint_contents) {
+    DigestMemo memo = store.digest_memo();
+    SNAPCACHE_RETURN_IF_ERROR(memo.fill_digests(*files));
+  }
+  Key key;
+  key.checkpoint = std::move(*files);
+  key.source_identity = plan.source_identity;
+  key.torch = current_torch_identity();
+  key.dtype = plan.dtype;
+  key.precision_policy = plan.precision.name;
+  key.topology = plan.topology;
+  key.component = plan.component;
+  key.options = plan.options;
+  return key;
+}
+
+}  // namespace snapcache

@@ -1,0 +1,61 @@
+// The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
+#include "snapcache/pipeline.h"
+#include "snapcache/tier.h"
+
+namespace snapcache {
+namespace {
+
+std::uint64_t storage_bytes(const Manifest& m) {
+  std::uint64_t total = 0;
+  for (const auto& s : m.storages) total += s.nbytes;
+  return total;
+}
+
+class SnapshotTier final : public Tier {
+ public:
+  std::string name() const override { return "snapshot"; }
+
+  Result<TierAnswer> serve(LoadContext& load) override {
+    if (load.store == nullptr || load.key == nullptr) return TierAnswer::skipped(load.ineligible);
+    StageTimer stage(load.report, "lookup");
+    LookupOutcome lk = load.store->lookup(*load.key, VerifyPolicy::trust_identity, &load.plan.expected);
+    switch (lk.result) {
+      case LookupResult::hit: {
+        NamedTensors tensors = tensors_of(lk.snapshot);
+        stage.done(storage_bytes(lk.snapshot->manifest()));
+        return TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache, std::move(lk.reason),
+                                  std::move(lk.entry_id));
+      }
+      case LookupResult::miss:
+        stage.done();
+        return TierAnswer::missed(std::move(lk.reason), std::move(lk.entry_id));
+      case LookupResult::damaged:
+      case LookupResult::fallback:
+        stage.fail(lk.reason);
+        return TierAnswer::unusable(std::move(lk.reason), std::move(lk.entry_id));
+      case LookupResult::disabled:
+        stage.done();
+        return TierAnswer::skipped(std::move(lk.reason));
+    }
+    return Status(StatusCode::invalid_argument, "unknown lookup result");
+  }
+
+  std::string keep(LoadContext& load, const NamedTensors& tensors) override {
+    if (load.store == nullptr || load.key == nullptr) return {};
+    StageTimer stage(load.report, "publish");
+    const PublishOutcome& p = load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors));
+    switch (p.result) {
+      case PublishResult::published: stage.done(p.bytes); return {};
+      case PublishResult::already_present: stage.done(); return {};
+      case PublishResult::skipped: stage.done(); break;
+      case PublishResult::failed: stage.fail(p.status.to_string()); break;
+    }
+    return "not published: " + p.status.to_string();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Tier> snapshot_tier() { return std::make_shared<SnapshotTier>(); }
+
+}  // namespace snapcache

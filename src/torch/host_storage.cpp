@@ -1,0 +1,66 @@
+// Grouping tensors by the storage they view: written once, used by publication, the expected
+// layout of a load, the report and the uploader.
+#include "snapcache/host_storage.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+
+#include <bit>
+#include <unordered_map>
+
+#include "util/fmt.h"
+
+namespace snapcache {
+namespace {
+
+Status refuse(const std::string& name, const std::string& why) {
+  return {StatusCode::unsupported, fmt::format("tensor '{}': {}", name, why)};
+}
+
+std::uint64_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (address == 0) return 4096;
+  return std::min<std::uint64_t>(4096, std::uint64_t{1} << std::countr_zero(address));
+}
+
+}  // namespace
+
+std::uint64_t HostStorages::total_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& s : storages) total += s.nbytes;
+  return total;
+}
+
+Result<HostStorages> describe_host_storages(const NamedTensors& tensors) {
+  HostStorages out;
+  out.storage_of.reserve(tensors.size());
+  std::unordered_map<const c10::StorageImpl*, std::uint32_t> index;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    if (!t.defined()) return refuse(name, "undefined tensor");
+    if (!t.device().is_cpu()) return refuse(name, "on " + t.device().str() + ", not on the CPU");
+    if (t.layout() != c10::kStrided) return refuse(name, "not a strided (dense) tensor");
+    const c10::Storage& storage = t.storage();
+    // torch's own rule for the bytes a view reaches (offset + largest index + 1, in elements).
+    const auto reach = static_cast<std::uint64_t>(at::detail::computeStorageNbytes(
+        t.sizes(), t.strides(), t.element_size(), static_cast<std::size_t>(t.storage_offset())));
+    if (reach > storage.nbytes())
+      return refuse(name, fmt::format("reaches {} bytes into a storage of {}", reach, storage.nbytes()));
+    auto [it, inserted] = index.emplace(storage.unsafeGetStorageImpl(), static_cast<std::uint32_t>(out.storages.size()));
+    if (inserted) {
+      HostStorage s;
+      s.data = static_cast<const std::byte*>(storage.data());
+      s.nbytes = storage.nbytes();
+      s.alignment = alignment_of(s.data);
+      s.owner = storage;
+      out.storages.push_back(std::move(s));
+    }
+    HostStorage& s = out.storages[it->second];
+    s.tensors.push_back(i);
+    if (t.numel() > 0) s.used_bytes = std::max(s.used_bytes, reach);
+    out.storage_of.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace snapcache

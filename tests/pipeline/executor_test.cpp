@@ -1,0 +1,283 @@
+// The load executor's seams on the demo model: the tiers a load tried and what each answered, a
+// tier that serves prepared device tensors, the uploader seam and what it is told about the host
+// storages, stages that fail, and exceptions from every hook becoming a Status.
+#include <ATen/Functions.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "demo_fixture.h"
+#include "snapcache/log.h"
+
+using namespace snapcache;
+
+namespace {
+
+std::vector<std::pair<std::string, TierOutcome>> tiers_of(const LoadReport& report) {
+  std::vector<std::pair<std::string, TierOutcome>> out;
+  for (const auto& t : report.tiers) out.emplace_back(t.tier, t.outcome);
+  return out;
+}
+
+bool has_stage(const LoadReport& report, const std::string& stage) {
+  return std::any_of(report.stages.begin(), report.stages.end(), [&](const StageTime& s) { return s.stage == stage; });
+}
+
+const StageTime& stage_named(const LoadReport& report, const std::string& stage) {
+  for (const auto& s : report.stages)
+    if (s.stage == stage) return s;
+  FAIL("no stage " << stage);
+  return report.stages.front();
+}
+
+// A tier in front of the others that serves what it was given, as a GPU donor would: prepared
+// (post-load applied) tensors already on the plan's device.
+class PreparedTier final : public Tier {
+ public:
+  explicit PreparedTier(NamedTensors prepared) : prepared_(std::move(prepared)) {}
+  std::string name() const override { return "prepared"; }
+  Result<TierAnswer> serve(LoadContext&) override {
+    ++served;
+    return TierAnswer::served(prepared_, Residence::device_prepared, Provenance::cache, "held prepared");
+  }
+  int served = 0;
+
+ private:
+  NamedTensors prepared_;
+};
+
+class ThrowingTier final : public Tier {
+ public:
+  std::string name() const override { return "throwing"; }
+  Result<TierAnswer> serve(LoadContext&) override { throw std::runtime_error("the donor socket went away"); }
+};
+
+// Counts its calls and what it was told about the storages, then delegates to the default.
+class RecordingUploader final : public Uploader {
+ public:
+  std::string name() const override { return "recording"; }
+  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
+    ++calls;
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      written[tensors[i].first] = storages.storages[storages.storage_of[i]].written_by_post_load;
+    return per_storage_uploader()->upload(tensors, storages, device);
+  }
+  int calls = 0;
+  std::map<std::string, bool> written;
+};
+
+class CountingMethod final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "counting"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {}; }
+  Status apply(NamedTensors&) const override {
+    ++calls;
+    return Status::ok();
+  }
+  mutable int calls = 0;
+};
+
+// Scales final_norm.weight in place, declaring (by default) that it may write in place.
+class InPlaceMethod final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "in-place"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {"final_norm.weight"}; }
+  Status apply(NamedTensors& tensors) const override {
+    for (auto& [name, t] : tensors)
+      if (name == "final_norm.weight") t.mul_(1);
+    return Status::ok();
+  }
+};
+
+class ThrowingMethod final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "throwing"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {}; }
+  Status apply(NamedTensors& tensors) const override {
+    // A libtorch error, as a real method would hit one: matmul of mismatched shapes.
+    (void)at::matmul(tensors.front().second, at::ones({7, 3}, tensors.front().second.options()));
+    return Status::ok();
+  }
+};
+
+// Collects the library's log lines for the duration of a test.
+struct LogCapture {
+  std::mutex mutex;
+  std::string text;
+  LogCapture() {
+    set_log_sink([this](LogLevel, std::string_view line) {
+      std::lock_guard lock(mutex);
+      text += std::string(line) + "\n";
+    });
+  }
+  ~LogCapture() { set_log_sink({}); }
+};
+
+}  // namespace
+
+TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  auto cold = load_model(store.get(), f.plan());
+  REQUIRE(cold.is_ok());
+  CHECK(tiers_of(cold->report) == std::vector<std::pair<std::string, TierOutcome>>{
+                                      {"snapshot", TierOutcome::missed}, {"ordinary", TierOutcome::served}});
+  CHECK(cold->report.tiers[0].reason.find("no entry for this key") != std::string::npos);
+  CHECK(has_stage(cold->report, "publish"));
+
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  CHECK(tiers_of(warm->report) == std::vector<std::pair<std::string, TierOutcome>>{{"snapshot", TierOutcome::served}});
+  CHECK(!has_stage(warm->report, "ordinary load"));
+
+  auto none = load_model(nullptr, f.plan());
+  REQUIRE(none.is_ok());
+  CHECK(tiers_of(none->report) == std::vector<std::pair<std::string, TierOutcome>>{
+                                      {"snapshot", TierOutcome::skipped}, {"ordinary", TierOutcome::served}});
+  CHECK(none->report.path == LoadPath::ineligible);
+}
+
+TEST_CASE("a stage that fails appears in the report with its error, and the load goes on to the next tier",
+          "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  REQUIRE(entries->size() == 1);
+  test::write_bytes((*entries)[0].path + "/manifest.snap", "SNAPCACHE-MANIF not a manifest");
+  auto loaded = load_model(store.get(), f.plan());
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->report.path == LoadPath::fallback);
+  CHECK(tiers_of(loaded->report) == std::vector<std::pair<std::string, TierOutcome>>{
+                                        {"snapshot", TierOutcome::unusable}, {"ordinary", TierOutcome::served}});
+  const StageTime& lookup = stage_named(loaded->report, "lookup");
+  CHECK(lookup.error.find("manifest") != std::string::npos);
+  CHECK(loaded->report.table().find("failed: ") != std::string::npos);
+  CHECK(stage_named(loaded->report, "ordinary load").error.empty());
+}
+
+TEST_CASE("a tier that serves prepared device tensors skips post-load and upload", "[executor]") {
+  test::DemoFixture f;
+  LoadedModel ref = f.reference();
+  auto prepared = std::make_shared<PreparedTier>(ref.weights);
+  auto counting = std::make_shared<CountingMethod>();
+  auto uploader = std::make_shared<RecordingUploader>();
+  LoadPlan plan = f.plan();
+  plan.tiers = {prepared, snapshot_tier(), ordinary_tier()};
+  plan.post_load.push_back(counting);
+  plan.uploader = uploader;
+  auto store = f.store();
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE(loaded.is_ok());
+  CHECK(prepared->served == 1);
+  CHECK(counting->calls == 0);
+  CHECK(uploader->calls == 0);
+  CHECK(loaded->report.path == LoadPath::hit);
+  CHECK(loaded->report.reason == "held prepared");
+  CHECK(!has_stage(loaded->report, "post-load"));
+  CHECK(!has_stage(loaded->report, "upload"));
+  CHECK(has_stage(loaded->report, "refresh"));  // derived buffers are still built
+  CHECK(demo::identical(ref, *loaded));
+  CHECK(loaded->weights.front().second.data_ptr() == ref.weights.front().second.data_ptr());  // not copied
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  CHECK(entries->empty());  // nothing was read from the checkpoint, so nothing was published
+}
+
+TEST_CASE("the uploader seam gets every load's host tensors and knows which storages post-load wrote",
+          "[executor]") {
+  test::DemoFixture f;
+  auto uploader = std::make_shared<RecordingUploader>();
+  LoadPlan plan = f.plan();
+  plan.uploader = uploader;
+  plan.post_load.push_back(std::make_shared<InPlaceMethod>());
+  auto store = f.store();
+  for (LoadPath expected : {LoadPath::miss, LoadPath::hit}) {
+    INFO(to_string(expected));
+    uploader->written.clear();
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.path == expected);
+    CHECK(stage_named(loaded->report, "upload").error.empty());
+    REQUIRE(uploader->written.size() == loaded->weights.size());
+    // Converted to column-major by a method: new bytes.
+    CHECK(uploader->written.at("blocks.0.attn.proj.weight"));
+    CHECK(uploader->written.at("blocks.0.adaln.weight"));
+    CHECK(uploader->written.at("blocks.0.mlp.down.weight_scale"));
+    // Flattened (a view) or untouched: the bytes are still those the tier served.
+    CHECK_FALSE(uploader->written.at("blocks.0.mlp.up.weight_scale"));
+    CHECK_FALSE(uploader->written.at("blocks.0.attn.qkv.weight"));
+    CHECK_FALSE(uploader->written.at("blocks.0.mlp.down.weight"));
+    // A method that may write in place marks its targets.
+    CHECK(uploader->written.at("final_norm.weight"));
+  }
+  CHECK(uploader->calls == 2);
+}
+
+TEST_CASE("exceptions from libtorch and from the plan's hooks come back as a Status", "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  LogCapture logs;
+
+  SECTION("a post-load method") {
+    LoadPlan plan = f.plan();
+    plan.post_load.push_back(std::make_shared<ThrowingMethod>());
+    Result<LoadedModel> loaded = Status();
+    REQUIRE_NOTHROW(loaded = load_model(store.get(), plan));
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK(loaded.status().code() == StatusCode::exception);
+    CHECK(loaded.status().message().find("post-load method throwing") != std::string::npos);
+    // The failed load still logged how far it got, the failing stage with its error.
+    std::lock_guard lock(logs.mutex);
+    CHECK(logs.text.find("post-load") != std::string::npos);
+    CHECK(logs.text.find("failed: exception") != std::string::npos);
+  }
+  SECTION("the ordinary loader") {
+    LoadPlan plan = f.plan();
+    plan.ordinary_loader = [](const LoadPlan&) -> Result<NamedTensors> { throw std::runtime_error("disk on fire"); };
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK(loaded.status().code() == StatusCode::exception);
+    CHECK(loaded.status().message() == "ordinary loader: disk on fire");
+  }
+  SECTION("a refresh hook") {
+    LoadPlan plan = f.plan();
+    plan.refresh_hooks.push_back({"broken", [](const NamedTensors&, DerivedBuffers&, c10::Device) -> Status {
+                                    throw std::logic_error("no table");
+                                  }});
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK(loaded.status().message() == "refresh hook broken: no table");
+  }
+  SECTION("a tier") {
+    LoadPlan plan = f.plan();
+    plan.tiers = {std::make_shared<ThrowingTier>(), snapshot_tier(), ordinary_tier()};
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK(loaded.status().message() == "throwing tier: the donor socket went away");
+  }
+  SECTION("the in-place copy of a reload") {
+    auto model = load_model(store.get(), f.plan());
+    REQUIRE(model.is_ok());
+    // A target whose elements share memory: copy_ into it is a libtorch error.
+    at::Tensor& first = model->weights.front().second;
+    first = at::zeros({1}, first.options()).expand(first.sizes());
+    Result<LoadReport> reloaded = Status();
+    REQUIRE_NOTHROW(reloaded = reload_model(store.get(), f.plan(), *model));
+    REQUIRE_FALSE(reloaded.is_ok());
+    CHECK(reloaded.status().code() == StatusCode::exception);
+    CHECK(reloaded.status().message().find("reload: copying tensor '" + model->weights.front().first + "'") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a load whose tiers all pass says what each answered", "[executor]") {
+  test::DemoFixture f;
+  LoadPlan plan = f.plan();
+  plan.tiers = {snapshot_tier()};
+  auto loaded = load_model(nullptr, plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == StatusCode::not_found);
+  CHECK(loaded.status().message() == "no tier served the weights: snapshot skipped: no cache store is configured");
+}
