@@ -21,6 +21,7 @@ const char* to_string(StatusCode code) {
     case StatusCode::disabled: return "disabled";
     case StatusCode::invalid_argument: return "invalid_argument";
     case StatusCode::unsupported: return "unsupported";
+    case StatusCode::exception: return "exception";
   }
   return "unknown";
 }
