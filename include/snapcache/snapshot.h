@@ -16,7 +16,7 @@ namespace snapcache {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // The torch this process runs: version, CUDA runtime version, C++ ABI. Part of every Key.
-TorchIdentity current_torch_identity();
+SNAPCACHE_API TorchIdentity current_torch_identity();
 
 Result<DType> to_dtype(c10::ScalarType type);
 c10::ScalarType to_scalar_type(DType dtype);

@@ -14,6 +14,7 @@
 #include "dit_model.h"
 #include "snapcache/config.h"
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "util/fmt.h"
 #include "snapcache/text.h"
 
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   LoadPlan plan = demo::make_plan(dit, checkpoint, device);
   // Start from a cold cache for this key, so the first load shows the cold path.
   if (config->enabled())
-    if (auto key = key_for_plan(**store, plan)) (void)(*store)->remove_entry(key_id(*key));
+    if (auto key = key_for_plan(**store, plan)) (void)remove_entry(**store, key_id(*key));
 
   fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", checkpoint, tp_rank, tp_size, device.str(),
              config->enabled() ? config->directory : "disabled");
