@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/snapshot.h"
 #include "util/fmt.h"
 
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     best_publish = std::min(best_publish, s);
-    (void)store->remove_entry(out.entry_id);
+    (void)remove_entry(*store, out.entry_id);
   }
   fmt::print("publish {:.2f} GiB ({} tensors), best of {}:\n", bytes / (1 << 30), count, repeat);
   fmt::print("  plain write+fsync   {:8.3f} s  {:6.2f} GB/s\n", best_plain, bytes / best_plain / 1e9);
