@@ -51,7 +51,6 @@ std::string only_entry_data(Store& store) {
   return entries[0].path + "/data-0000.bin";
 }
 
-
 }  // namespace
 
 TEST_CASE("ordinary and cold and warm loads of the demo model give bit-identical weights and outputs", "[pipeline]") {
