@@ -34,7 +34,7 @@ Result<CapturedTensors> capture_tensors(const NamedTensors& tensors);
 // The layout `tensors` has, to check a warm load against (names, dtypes, shapes, strides, aliases).
 ExpectedLayout expected_layout_of(const NamedTensors& tensors);
 
-PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
+SNAPCACHE_API PublishOutcome publish_tensors(Store& store, const Key& key, const NamedTensors& tensors,
                                const PublishOptions& options = {});
 
 struct LoadedTensors {
@@ -49,7 +49,7 @@ enum class LoadLog {
 
 // Looks the key up and, on a hit, checks the entry against `expected` (when given) before
 // building tensors. A mismatch counts as a miss, with the reason.
-LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
+SNAPCACHE_API LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* expected = nullptr,
                            VerifyPolicy policy = VerifyPolicy::trust_identity, LoadLog log_mode = LoadLog::line);
 
 // Builds tensors over an opened snapshot; each holds the snapshot (mapping and lease) alive.

@@ -118,7 +118,6 @@ class PendingEntry {
     if (created_) (void)remove_tree(*fs_, path_);
   }
 
-  const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 
   enum class Commit { done, already_present };
