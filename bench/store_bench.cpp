@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/snapshot.h"
 #include "util/fmt.h"
 
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     best_publish = std::min(best_publish, s);
-    (void)store->remove_entry(out.entry_id);
+    (void)remove_entry(*store, out.entry_id);
   }
   fmt::print("publish {:.2f} GiB ({} tensors), best of {}:\n", bytes / (1 << 30), count, repeat);
   fmt::print("  plain write+fsync   {:8.3f} s  {:6.2f} GB/s\n", best_plain, bytes / best_plain / 1e9);
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
     Key key;
     key.component = fmt::format("warm-{}", n);
     if (publish_tensors(*store, key, small).result != PublishResult::published) return 1;
-    ExpectedLayout expected = expected_layout_of(small);
+    ExpectedLayout expected = expected_layout_of(small).value();
     std::string data = store->entry_path(key_id(key)) + "/data-0000.bin";
     std::vector<double> warm, read;
     for (int r = 0; r < std::max(repeat, 3); ++r) {

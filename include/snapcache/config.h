@@ -7,6 +7,7 @@
 #include <string>
 
 #include "snapcache/status.h"
+#include "snapcache/export.h"
 
 namespace snapcache {
 
@@ -14,9 +15,9 @@ inline constexpr std::uint64_t kGiB = 1ull << 30;
 
 enum class CacheMode { enabled, disabled };
 enum class ConfigSource { default_value, environment, file, flag };
-const char* to_string(ConfigSource source);
+SNAPCACHE_API const char* to_string(ConfigSource source);
 
-struct Config {
+struct SNAPCACHE_API Config {
   CacheMode mode = CacheMode::enabled;
   std::string directory;                        // default: $XDG_CACHE_HOME/snapcache or ~/.cache/snapcache
   std::uint64_t capacity_bytes = 128 * kGiB;    // total size of all entries

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "snapcache/export.h"
+
 namespace snapcache {
 
 enum class DType : std::uint8_t {
@@ -23,10 +25,10 @@ enum class DType : std::uint8_t {
 };
 
 // Bytes per element; 0 for an unknown code.
-std::uint32_t element_size(DType dtype);
+SNAPCACHE_API std::uint32_t element_size(DType dtype);
 // "bfloat16", "float8_e4m3fn", ... (the names torch prints, without "torch.").
-std::string_view dtype_name(DType dtype);
-std::optional<DType> dtype_from_name(std::string_view name);
-std::optional<DType> dtype_from_code(std::uint8_t code);
+SNAPCACHE_API std::string_view dtype_name(DType dtype);
+SNAPCACHE_API std::optional<DType> dtype_from_name(std::string_view name);
+SNAPCACHE_API std::optional<DType> dtype_from_code(std::uint8_t code);
 
 }  // namespace snapcache

@@ -3,4 +3,5 @@
 // public headers' classes and functions, nothing in src/.
 #pragma once
 
-#define SNAPCACHE_API __attribute__((visibility("default")))
+// The standard attribute form, so it combines with others: `class [[nodiscard]] SNAPCACHE_API Status`.
+#define SNAPCACHE_API [[gnu::visibility("default")]]

@@ -1,6 +1,6 @@
-// The file-system seam. Every byte snapcache reads or writes on disk goes through a FileSystem,
-// so tests (and cautious users) can inject faults such as ENOSPC, EIO, EROFS, EACCES or short
-// writes at any single operation (see FaultInjectingFileSystem) and check that nothing breaks.
+// The file-system seam. Every byte snapcache reads or writes on disk goes through a FileSystem, so
+// a FileSystem that wraps another one can fail any single operation (ENOSPC, EIO, EROFS, EACCES,
+// short writes) and show that nothing breaks.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/export.h"
 #include "snapcache/status.h"
 
 namespace snapcache {
@@ -51,7 +52,7 @@ enum class LockMode { shared, exclusive };
 enum class LockWait { no_wait, wait };
 
 // Closes its descriptor when it goes away.
-class UniqueFd {
+class SNAPCACHE_API UniqueFd {
  public:
   UniqueFd() = default;
   explicit UniqueFd(int fd) : fd_(fd) {}
@@ -74,7 +75,7 @@ class UniqueFd {
 };
 
 // A memory mapping that is unmapped when the last owner lets go.
-class MappedRegion {
+class SNAPCACHE_API MappedRegion {
  public:
   MappedRegion() = default;
   MappedRegion(void* data, std::size_t size) : data_(data), size_(size) {}
@@ -92,12 +93,12 @@ class MappedRegion {
   std::size_t size_ = 0;
 };
 
-class FileSystem {
+class SNAPCACHE_API FileSystem {
  public:
   virtual ~FileSystem() = default;
 
   virtual Result<UniqueFd> open(const std::string& path, OpenMode mode) = 0;
-  // May transfer fewer bytes than asked (as the system calls may); see write_all/read_all.
+  // May transfer fewer bytes than asked, as the system calls may.
   virtual Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
                                      std::uint64_t offset) = 0;
   virtual Result<std::size_t> pread(int fd, void* data, std::size_t size,
@@ -121,19 +122,6 @@ class FileSystem {
 };
 
 // The real thing: POSIX calls on the local file system.
-std::shared_ptr<FileSystem> posix_file_system();
-
-// Helpers built on any FileSystem.
-Status write_all(FileSystem& fs, int fd, const void* data, std::size_t size, std::uint64_t offset);
-Status read_all(FileSystem& fs, int fd, void* data, std::size_t size, std::uint64_t offset);
-Result<std::string> read_file(FileSystem& fs, const std::string& path);
-// Writes `path` through a temporary file, fsync and rename: readers see old or new, never half.
-Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents);
-// Removes a directory tree; a missing path is fine.
-Status remove_tree(FileSystem& fs, const std::string& path);
-// Sum of file sizes below `path`.
-Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path);
-// Creates `path` and missing parents.
-Status make_directories(FileSystem& fs, const std::string& path);
+SNAPCACHE_API std::shared_ptr<FileSystem> posix_file_system();
 
 }  // namespace snapcache

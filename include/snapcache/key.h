@@ -10,11 +10,9 @@
 
 #include "snapcache/file_system.h"
 #include "snapcache/status.h"
+#include "snapcache/export.h"
 
 namespace snapcache {
-
-// Bumped whenever the bytes snapcache writes change meaning; part of every key.
-inline constexpr std::uint32_t kFormatVersion = 1;
 
 struct CheckpointFile {
   std::string path;
@@ -56,16 +54,17 @@ struct Key {
 };
 
 // The entry id: XXH3-128 of the canonical encoding, as 32 hex digits.
-std::string key_id(const Key& key);
+SNAPCACHE_API std::string key_id(const Key& key);
 
-// Canonical, versioned byte encoding of a key (includes kFormatVersion), and its inverse.
-std::string encode_key(const Key& key);
-Result<Key> decode_key(std::string_view bytes);
+// Canonical, versioned byte encoding of a key (includes the format version, snapcache/manifest.h),
+// and its inverse; the grammar is in src/format/key_codec.h.
+SNAPCACHE_API std::string encode_key(const Key& key);
+SNAPCACHE_API Result<Key> decode_key(std::string_view bytes);
 
 // A key file holds encode_key(key) and nothing else. Write one for a load that missed and
 // `snapcache why FILE` names the fields that differ from the nearest entry.
-Status write_key_file(FileSystem& fs, const std::string& path, const Key& key);
-Result<Key> read_key_file(FileSystem& fs, const std::string& path);
+SNAPCACHE_API Status write_key_file(FileSystem& fs, const std::string& path, const Key& key);
+SNAPCACHE_API Result<Key> read_key_file(FileSystem& fs, const std::string& path);
 
 // One field that differs between two keys: "torch.version: 2.11.0 != 2.10.0".
 struct KeyDifference {
@@ -73,21 +72,21 @@ struct KeyDifference {
   std::string wanted;  // in the key asked for
   std::string found;   // in the entry
 };
-std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
+SNAPCACHE_API std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
 // "torch.version 2.11.0 != 2.10.0, dtype bfloat16 != float16"
-std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);
+SNAPCACHE_API std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);
 
 // Describes checkpoint files by identity (stat only, no reading).
-Result<std::vector<CheckpointFile>> describe_checkpoint(FileSystem& fs,
+SNAPCACHE_API Result<std::vector<CheckpointFile>> describe_checkpoint(FileSystem& fs,
                                                         const std::vector<std::string>& paths);
 
 // A digest of the code that prepares weights: XXH3-128 over each file's path and bytes, plus
 // snapcache's format version. Use it as Key::source_identity.
-Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::string>& paths);
+SNAPCACHE_API Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::string>& paths);
 
 // Remembers (file identity -> content digest) in a small file, so unchanged checkpoint files are
 // never read again and changed ones are hashed again.
-class DigestMemo {
+class SNAPCACHE_API DigestMemo {
  public:
   DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path);
   // Fills content_digest of each file, reading only files the memo does not know.

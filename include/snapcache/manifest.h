@@ -1,5 +1,6 @@
 // What a snapshot entry holds, as plain descriptions: its key, its data files with their chunk
-// checksums, its storages and the tensors laid over them. src/format/manifest.h has the bytes.
+// checksums, its storages and the tensors laid over them. src/format/manifest.h has the bytes
+// (its grammar), src/format/stamp.h the verification stamp, src/format/key_codec.h the key.
 #pragma once
 
 #include <cstdint>
@@ -7,10 +8,15 @@
 #include <vector>
 
 #include "snapcache/dtype.h"
+#include "snapcache/export.h"
 #include "snapcache/file_system.h"
 #include "snapcache/key.h"
 
 namespace snapcache {
+
+// The version of the entry format (manifest, stamp, key encoding): bumped whenever the bytes
+// snapcache writes change meaning. Part of every key, so entries of another version are misses.
+inline constexpr std::uint32_t kFormatVersion = 1;
 
 inline constexpr std::uint64_t kStorageAlignment = 4096;
 inline constexpr std::uint64_t kDefaultChunkSize = 8ull << 20;
@@ -52,7 +58,7 @@ struct Manifest {
   std::vector<StorageRecord> storages;
   std::vector<TensorRecord> tensors;
 
-  std::uint64_t data_bytes() const;
+  SNAPCACHE_API std::uint64_t data_bytes() const;
 };
 
 }  // namespace snapcache

@@ -7,6 +7,8 @@
 #include <utility>
 #include <variant>
 
+#include "snapcache/export.h"
+
 namespace snapcache {
 
 enum class StatusCode : std::uint8_t {
@@ -27,9 +29,11 @@ enum class StatusCode : std::uint8_t {
   exception,          // a library or a user hook threw; the message is the exception's
 };
 
-const char* to_string(StatusCode code);
+SNAPCACHE_API const char* to_string(StatusCode code);
 
-class Status {
+// [[nodiscard]]: an outcome dropped on the floor is a failure nobody hears about. Ignore one only
+// on purpose, with (void) and the reason.
+class [[nodiscard]] SNAPCACHE_API Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message, int sys_errno = 0)
@@ -58,7 +62,7 @@ class Status {
 
 // A value or the Status that explains why there is none.
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)

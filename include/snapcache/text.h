@@ -23,6 +23,9 @@ SNAPCACHE_API std::string format_size(std::uint64_t bytes);
 SNAPCACHE_API Result<std::int64_t> parse_age_seconds(std::string_view text);
 // "3d", "5h", "12m", "40s": the largest unit with a whole number.
 SNAPCACHE_API std::string format_age(std::int64_t seconds);
+// The age, as format_age, of a moment given in nanoseconds since the Unix epoch (an entry's
+// creation or last use): "3d" when it was three days ago.
+SNAPCACHE_API std::string format_age_since(std::int64_t unix_ns);
 
 // "850 us", "12.3 ms", "1.52 s", "3m 20s".
 SNAPCACHE_API std::string format_duration(double seconds);

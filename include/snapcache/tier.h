@@ -34,11 +34,11 @@ struct TierAnswer {
   Residence residence = Residence::host;
   Provenance provenance = Provenance::cache;
 
-  static TierAnswer served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
+  SNAPCACHE_API static TierAnswer served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
                            std::string entry_id = {});
-  static TierAnswer missed(std::string reason, std::string entry_id = {});
-  static TierAnswer unusable(std::string reason, std::string entry_id = {});
-  static TierAnswer skipped(std::string reason);
+  SNAPCACHE_API static TierAnswer missed(std::string reason, std::string entry_id = {});
+  SNAPCACHE_API static TierAnswer unusable(std::string reason, std::string entry_id = {});
+  SNAPCACHE_API static TierAnswer skipped(std::string reason);
 };
 
 // What a tier sees of the load it is asked to serve.

@@ -1,11 +1,18 @@
-// Little-endian encoding primitives for the manifest and the key. The Reader bounds-checks every
-// read and turns a short or malformed buffer into an error, never a crash.
+// Little-endian encoding primitives for the manifest, the stamp and the key. The Reader
+// bounds-checks every read and turns a short or malformed buffer into an error, never a crash.
+//
+// Shared grammar (integers little-endian):
+//   str      = len:u32 bytes
+//   identity = device:u64 inode:u64 size:u64 mtime_ns:i64 ctime_ns:i64    ; a FileIdentity
+//              ; is_directory is not stored
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "snapcache/file_system.h"
 
 namespace snapcache::format {
 
@@ -80,6 +87,25 @@ class Reader {
   bool ok_ = true;
   std::string error_;
 };
+
+// A FileIdentity: what identifies a file's bytes without reading them.
+inline constexpr std::size_t kIdentityBytes = 5 * 8;
+inline void put_identity(Writer& w, const FileIdentity& id) {
+  w.u64(id.device);
+  w.u64(id.inode);
+  w.u64(id.size);
+  w.i64(id.mtime_ns);
+  w.i64(id.ctime_ns);
+}
+inline FileIdentity get_identity(Reader& r) {
+  FileIdentity id;
+  id.device = r.u64();
+  id.inode = r.u64();
+  id.size = r.u64();
+  id.mtime_ns = r.i64();
+  id.ctime_ns = r.i64();
+  return id;
+}
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "snapcache's format is little-endian");
 

@@ -1,21 +1,16 @@
-// Canonical key encoding. Field order and tags are fixed; maps are sorted (std::map); so equal
-// keys give equal bytes and thus equal ids.
-//
-//   key        = "SNAPKEY" version:u8 format_version:u32 fields
-//   fields     = files source torch dtype policy topology component options
-//   files      = count:u32 { path:str size:u64 mtime_ns:i64 ctime_ns:i64 device:u64 inode:u64 digest:str }
-//   torch      = version:str cuda:str abi:str
-//   topology   = tp_rank:u32 tp_size:u32 pp_rank:u32 pp_size:u32 extra:map
-//   map        = count:u32 { name:str value:str }
+// The canonical key encoding; the grammar is in key_codec.h.
+#include "format/key_codec.h"
+
 #include "format/codec.h"
 #include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "util/hash.h"
 
 namespace snapcache {
 namespace {
 
-constexpr std::string_view kKeyMagic = "SNAPKEY";
-constexpr std::uint8_t kKeyEncodingVersion = 1;
+using format::kKeyEncodingVersion;
+using format::kKeyMagic;
 
 void put_map(format::Writer& w, const std::map<std::string, std::string>& m) {
   w.u32(static_cast<std::uint32_t>(m.size()));

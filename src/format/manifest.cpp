@@ -12,26 +12,8 @@
 namespace snapcache::format {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 16 + 4 + 4 + 8;
+constexpr std::size_t kHeaderBytes = kManifestHeaderBytes;
 constexpr std::size_t kTrailerBytes = 8;
-
-void put_identity(Writer& w, const FileIdentity& id) {
-  w.u64(id.device);
-  w.u64(id.inode);
-  w.u64(id.size);
-  w.i64(id.mtime_ns);
-  w.i64(id.ctime_ns);
-}
-
-FileIdentity get_identity(Reader& r) {
-  FileIdentity id;
-  id.device = r.u64();
-  id.inode = r.u64();
-  id.size = r.u64();
-  id.mtime_ns = r.i64();
-  id.ctime_ns = r.i64();
-  return id;
-}
 
 Status damaged(std::string why) { return {StatusCode::damaged, "manifest: " + std::move(why)}; }
 
@@ -108,7 +90,7 @@ Result<Manifest> decode_manifest(std::string_view bytes) {
   m.creation.snapcache_version = r.str();
   m.creation.host = r.str();
   m.creation.pid = r.u32();
-  std::uint32_t nfiles = r.count(4 + 8 + 8 + 4 + 40);
+  std::uint32_t nfiles = r.count(4 + 8 + 8 + 4 + kIdentityBytes);
   for (std::uint32_t i = 0; i < nfiles && r.ok(); ++i) {
     DataFile f;
     f.name = r.str(4096);
@@ -153,6 +135,23 @@ Result<Manifest> decode_manifest(std::string_view bytes) {
   m.key = std::move(*key);
   SNAPCACHE_RETURN_IF_ERROR(validate_layout(m));
   return m;
+}
+
+Result<ManifestHead> decode_manifest_head(std::string_view prefix) {
+  if (prefix.size() < kManifestHeadBytes || prefix.substr(0, kManifestMagic.size()) != kManifestMagic)
+    return Status(StatusCode::foreign, "not a snapcache manifest");
+  Reader r(prefix.substr(kManifestMagic.size(), kManifestHeadBytes - kManifestMagic.size()));
+  ManifestHead head;
+  head.format_version = r.u32();
+  head.flags = r.u32();
+  head.body_size = r.u64();
+  head.key_size = r.u32();
+  if (head.format_version != kFormatVersion)
+    return Status(StatusCode::foreign, fmt::format("manifest format version {} (this snapcache reads {})",
+                                                   head.format_version, kFormatVersion));
+  if (head.key_size > head.body_size || head.key_size > kMaxManifestBytes)
+    return damaged("key length out of range");
+  return head;
 }
 
 Result<std::uint64_t> tensor_extent_bytes(const TensorRecord& t) {

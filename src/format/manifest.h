@@ -7,16 +7,17 @@
 //   lease           empty; readers hold flock(LOCK_SH) on it while any tensor lives
 //   verified.snap   optional: data-file identities re-proven by a full rehash (see stamp.h)
 //
-// manifest.snap grammar (integers little-endian; str = len:u32 bytes):
+// manifest.snap grammar (integers little-endian; str and identity as in codec.h):
 //   manifest    = header body trailer
 //   header      = magic:"SNAPCACHE-MANIF\0"(16) format_version:u32 flags:u32 body_size:u64
 //   body        = key creation files storages tensors
-//   key         = len:u32 bytes           ; encode_key() bytes: the full key, kept for "why"
+//   key         = len:u32 bytes           ; encode_key() bytes (src/format/key_codec.h): the full
+//                                         ; key, kept for "why"
 //   creation    = created_unix_ns:i64 snapcache_version:str host:str pid:u32
 //   files       = count:u32 file{count}
 //   file        = name:str size:u64 chunk_size:u64 chunk_count:u32 chunk_hash:u64{chunk_count}
 //                 identity
-//   identity    = device:u64 inode:u64 size:u64 mtime_ns:i64 ctime_ns:i64
+//   identity    = see src/format/codec.h
 //                 ; the file as published; a load that sees the same identity trusts the hashes
 //   storages    = count:u32 storage{count}
 //   storage     = file:u32 offset:u64 nbytes:u64  ; offset % 4096 == 0
@@ -43,6 +44,21 @@ namespace snapcache::format {
 inline constexpr std::string_view kManifestMagic{"SNAPCACHE-MANIF\0", 16};
 inline constexpr std::size_t kMaxManifestBytes = 1ull << 30;
 inline constexpr std::size_t kMaxDims = 64;
+
+// The fixed-size start of a manifest: its header and the length of the key that follows. Enough
+// to read just the key (to explain a miss) without reading or trusting the rest; the whole
+// manifest is checksummed when the entry is loaded.
+inline constexpr std::size_t kManifestHeaderBytes = 16 + 4 + 4 + 8;
+inline constexpr std::size_t kManifestHeadBytes = kManifestHeaderBytes + 4;
+struct ManifestHead {
+  std::uint32_t format_version = 0;
+  std::uint32_t flags = 0;
+  std::uint64_t body_size = 0;
+  std::uint32_t key_size = 0;  // the key's bytes start at kManifestHeadBytes
+};
+// Checks magic, version and the key length against the body size; `prefix` holds at least
+// kManifestHeadBytes bytes of the file.
+Result<ManifestHead> decode_manifest_head(std::string_view prefix);
 
 std::string encode_manifest(const Manifest& manifest);
 // Checks magic, version, checksum and every structural rule (validate_layout) before returning.

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "format/codec.h"
-#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "util/hash.h"
 
 namespace snapcache::format {
@@ -17,13 +17,7 @@ std::string encode_stamp(const Stamp& stamp) {
   w.u32(kFormatVersion);
   w.i64(stamp.verified_unix_ns);
   w.u32(static_cast<std::uint32_t>(stamp.identities.size()));
-  for (const auto& id : stamp.identities) {
-    w.u64(id.device);
-    w.u64(id.inode);
-    w.u64(id.size);
-    w.i64(id.mtime_ns);
-    w.i64(id.ctime_ns);
-  }
+  for (const auto& id : stamp.identities) put_identity(w, id);
   w.u64(util::xxh3_64(w.bytes().data(), w.bytes().size()));
   return std::move(w.bytes());
 }
@@ -39,16 +33,8 @@ Result<Stamp> decode_stamp(std::string_view bytes) {
   if (r.u32() != kFormatVersion) return Status(StatusCode::foreign, "verification stamp: other format version");
   Stamp stamp;
   stamp.verified_unix_ns = r.i64();
-  std::uint32_t n = r.count(40);
-  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
-    FileIdentity id;
-    id.device = r.u64();
-    id.inode = r.u64();
-    id.size = r.u64();
-    id.mtime_ns = r.i64();
-    id.ctime_ns = r.i64();
-    stamp.identities.push_back(id);
-  }
+  std::uint32_t n = r.count(kIdentityBytes);
+  for (std::uint32_t i = 0; i < n && r.ok(); ++i) stamp.identities.push_back(get_identity(r));
   if (!r.ok() || r.remaining() != 0) return Status(StatusCode::damaged, "verification stamp: malformed");
   return stamp;
 }

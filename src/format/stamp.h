@@ -2,10 +2,10 @@
 // files were copied, restored from backup, or touched). A later load that sees one of these
 // identities trusts the manifest's chunk hashes without reading the data again.
 //
-// verified.snap grammar (little-endian):
+// verified.snap grammar (little-endian; identity as in codec.h):
 //   stamp    = magic:"SNAPCACHE-STAMP\0"(16) format_version:u32 verified_unix_ns:i64
 //              count:u32 identity{count} checksum:u64   ; XXH3-64 of everything before it
-//   identity = device:u64 inode:u64 size:u64 mtime_ns:i64 ctime_ns:i64   ; one per data file
+//              ; one identity per data file, in the manifest's file order
 #pragma once
 
 #include <string>

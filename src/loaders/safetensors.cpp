@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "util/fmt.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace snapcache {
 namespace {
@@ -184,23 +186,18 @@ Status write_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
-  std::string tmp = path + ".tmp";
-  auto fd = fs->open(tmp, OpenMode::create_truncate);
-  if (!fd) return fd.status();
+  auto file = AtomicFile::create(*fs, path);
+  if (!file) return file.status();
   std::uint64_t size = text.size();
-  Status st = write_all(*fs, fd->get(), &size, 8, 0);
-  if (st) st = write_all(*fs, fd->get(), text.data(), text.size(), 8);
+  SNAPCACHE_RETURN_IF_ERROR(file->write(&size, 8, 0));
+  SNAPCACHE_RETURN_IF_ERROR(file->write(text.data(), text.size(), 8));
   std::uint64_t pos = 8 + text.size();
   for (const auto& c : contiguous) {
-    if (!st) break;
     std::uint64_t n = static_cast<std::uint64_t>(c.numel()) * c.element_size();
-    st = write_all(*fs, fd->get(), c.data_ptr(), n, pos);
+    SNAPCACHE_RETURN_IF_ERROR(file->write(c.data_ptr(), n, pos));
     pos += n;
   }
-  if (st) st = fs->fsync(fd->get());
-  if (st) st = fs->rename(tmp, path);
-  if (!st) (void)fs->remove_file(tmp);
-  return st.with_context("write " + path);
+  return file->commit();
 }
 
 }  // namespace snapcache

@@ -65,8 +65,12 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
 // Post-load methods and precision checks, the same on every host path; then the host storages,
 // each marked with whether a method wrote it (so an uploader never sends it from a file).
 Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors, LoadReport& report) {
+  // The served storages stay referenced until they are compared: a storage freed by a method
+  // could otherwise hand its address to a new one.
+  std::vector<c10::Storage> served_storages;
   std::unordered_set<const c10::StorageImpl*> served;
-  for (const auto& [_, t] : tensors) served.insert(t.storage().unsafeGetStorageImpl());
+  for (const auto& [_, t] : tensors)
+    if (served.insert(t.storage().unsafeGetStorageImpl()).second) served_storages.push_back(t.storage());
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
 
   StageTimer post(report, "post-load");
@@ -135,8 +139,14 @@ Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport
   std::vector<TierAnswer> passed;
   std::optional<TierAnswer> served;
   for (const auto& tier : tiers) {
-    auto answer = guarded([&] { return tier->serve(load); });
-    if (!answer) return answer.status().with_context(tier->name() + " tier");
+    // A tier's errors are in its own words; what it throws gets its name in front.
+    Result<TierAnswer> answer = Status(StatusCode::exception, "not asked");
+    try {
+      answer = tier->serve(load);
+    } catch (...) {
+      return status_of_current_exception().with_context(tier->name() + " tier");
+    }
+    if (!answer) return answer.status();
     report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
     if (answer->outcome == TierOutcome::served) {
       served = std::move(*answer);

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include "util/fmt.h"
+#include "util/file_io.h"
+#include "snapcache/manifest.h"
 
 #include <nlohmann/json.hpp>
 

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "format/manifest.h"
+#include "util/file_io.h"
 #include "util/hash.h"
 #include "util/parallel.h"
 

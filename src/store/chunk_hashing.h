@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "snapcache/store.h"
+#include "snapcache/maintenance.h"
 
 namespace snapcache::store {
 

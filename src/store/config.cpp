@@ -1,6 +1,7 @@
 #include "snapcache/config.h"
 
 #include "util/fmt.h"
+#include "util/file_io.h"
 
 #include <cmath>
 #include <cstdlib>

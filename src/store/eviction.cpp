@@ -5,18 +5,23 @@
 
 #include "util/fmt.h"
 
-#include "snapcache/store.h"
+#include "snapcache/maintenance.h"
 #include "store/layout.h"
+#include "util/clock.h"
 
 namespace snapcache {
 
-EvictOutcome Store::evict(const EvictRequest& request) {
+Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
   EvictOutcome out;
-  out.bytes_before = total_bytes();
+  auto before = total_bytes(store);
+  if (!before) return before.status();
+  out.bytes_before = *before;
   std::uint64_t total = out.bytes_before;
 
+  auto listed = list_entries(store);
+  if (!listed) return listed.status();
   std::vector<EntryInfo> entries;
-  for (auto& info : list_entries())
+  for (auto& info : *listed)
     if (info.state != EntryState::unfinished) entries.push_back(std::move(info));  // gc's business
   // Least recently used first, so --to-size keeps the entries in use.
   std::reverse(entries.begin(), entries.end());
@@ -26,7 +31,7 @@ EvictOutcome Store::evict(const EvictRequest& request) {
     bool known = std::any_of(entries.begin(), entries.end(), [&](const EntryInfo& e) { return e.id == id; });
     if (!known) out.skipped.emplace_back(id, "no such entry");
   }
-  const std::int64_t now = store::now_unix_ns();
+  const std::int64_t now = util::now_unix_ns();
   for (const EntryInfo& e : entries) {
     if (request.to_size && total <= *request.to_size) break;
     bool selected = wanted.empty() ? request.all || request.unused_for_seconds || request.to_size
@@ -46,7 +51,7 @@ EvictOutcome Store::evict(const EvictRequest& request) {
       total -= std::min(total, e.bytes);
       continue;
     }
-    auto removed = remove_entry(e.id);
+    auto removed = remove_entry(store, e.id);
     if (!removed) {
       out.skipped.emplace_back(e.id, removed.status().message());  // "entry is leased by pid 12 (python3)"
       continue;
@@ -56,7 +61,13 @@ EvictOutcome Store::evict(const EvictRequest& request) {
     out.bytes_freed += *removed;
     total -= std::min(total, *removed);
   }
-  out.bytes_after = request.dry_run == DryRun::yes ? total : total_bytes();
+  if (request.dry_run == DryRun::yes) {
+    out.bytes_after = total;
+  } else {
+    auto after = total_bytes(store);
+    if (!after) return after.status();
+    out.bytes_after = *after;
+  }
   return out;
 }
 

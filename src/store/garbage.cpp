@@ -4,8 +4,10 @@
 #include <array>
 
 #include "format/manifest.h"
-#include "snapcache/store.h"
+#include "snapcache/maintenance.h"
 #include "store/layout.h"
+#include "util/clock.h"
+#include "util/file_io.h"
 
 namespace snapcache {
 namespace {
@@ -15,7 +17,7 @@ constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 // lease file is a writer that died in between, or one that is just slow: give it an hour.
 constexpr std::int64_t kLeaselessGraceNs = 3600ll * kNsPerSecond;
 
-// Leftovers of write_file_atomic ("<name>.tmp.<pid>.<n>") next to the files the store keeps at the
+// Leftovers of an AtomicFile ("<name>.tmp.<unique suffix>", see util/atomic_file.h) next to the files the store keeps at the
 // top of the cache directory. Nothing else at the top is ours to remove: the directory may hold an
 // operator's own files (a settings file, notes).
 bool is_atomic_leftover(const std::string& name) {
@@ -27,16 +29,17 @@ bool is_atomic_leftover(const std::string& name) {
 class Collector {
  public:
   Collector(FileSystem& fs, const GarbageOptions& options)
-      : fs_(fs), options_(options), now_(store::now_unix_ns()) {}
+      : fs_(fs), options_(options), now_(util::now_unix_ns()) {}
 
   // Younger things may be a publication that has not yet locked its lease.
   bool old_enough(const FileIdentity& st, std::int64_t grace_ns) const { return now_ - st.mtime_ns >= grace_ns; }
   std::int64_t grace_ns() const { return options_.grace_seconds * kNsPerSecond; }
 
   void take(const std::string& path, std::string reason) {
-    std::uint64_t bytes = tree_size(fs_, path).value_or(0);
+    auto bytes = tree_size(fs_, path);
+    if (!bytes) return;  // gone meanwhile, or unreadable: nothing we could reliably remove
     if (options_.dry_run == DryRun::no && !remove_tree(fs_, path)) return;
-    items_.push_back({path, std::move(reason), bytes});
+    items_.push_back({path, std::move(reason), *bytes});
   }
 
   void stray(const std::string& path, const std::string& what) {
@@ -95,6 +98,8 @@ class Collector {
   std::vector<GarbageItem> items_;
 };
 
+// Collection is best effort and runs before every publication: a directory that cannot be listed
+// (misses/ does not exist until the first miss) has nothing we could collect.
 std::vector<DirEntry> list(FileSystem& fs, const std::string& dir) {
   auto names = fs.list_directory(dir);
   return names ? std::move(*names) : std::vector<DirEntry>{};
@@ -102,37 +107,27 @@ std::vector<DirEntry> list(FileSystem& fs, const std::string& dir) {
 
 }  // namespace
 
-std::vector<GarbageItem> Store::collect_garbage(const GarbageOptions& options) {
-  Collector c(*fs_, options);
-  const std::string& dir = config_.directory;
-  for (const auto& e : list(*fs_, dir + "/" + store::kTmpDir)) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
-  for (const auto& e : list(*fs_, dir + "/" + store::kTrashDir)) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
+std::vector<GarbageItem> collect_garbage(Store& store, const GarbageOptions& options) {
+  FileSystem& fs = store.fs();
+  Collector c(fs, options);
+  const std::string& dir = store.config().directory;
+  for (const auto& e : list(fs, dir + "/" + store::kTmpDir)) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
+  for (const auto& e : list(fs, dir + "/" + store::kTrashDir)) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
   if (options.strays) {
-    for (const auto& e : list(*fs_, dir + "/" + store::kEntriesDir)) {
-      const std::string path = entry_path(e.name);
-      auto st = fs_->stat(path);  // list_directory does not say which names are directories
+    for (const auto& e : list(fs, dir + "/" + store::kEntriesDir)) {
+      const std::string path = store.entry_path(e.name);
+      auto st = fs.stat(path);  // list_directory does not say which names are directories
       if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
       else c.stray(path, " in entries/");
     }
-    for (const auto& e : list(*fs_, dir + "/" + store::kMissesDir)) {
+    for (const auto& e : list(fs, dir + "/" + store::kMissesDir)) {
       bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
       if (!key_file) c.stray(dir + "/" + store::kMissesDir + "/" + e.name, " in misses/");
     }
-    for (const auto& e : list(*fs_, dir))
+    for (const auto& e : list(fs, dir))
       if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
   }
   return c.take_items();
-}
-
-std::vector<std::string> Store::collect_garbage(DryRun dry_run) {
-  // What publication runs first: no grace (a live writer holds its lease), no strays.
-  GarbageOptions options;
-  options.dry_run = dry_run;
-  options.grace_seconds = 0;
-  options.strays = false;
-  std::vector<std::string> paths;
-  for (auto& item : collect_garbage(options)) paths.push_back(std::move(item.path));
-  return paths;
 }
 
 }  // namespace snapcache

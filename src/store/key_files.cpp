@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "snapcache/key.h"
-#include "snapcache/store.h"
+#include "snapcache/maintenance.h"
 #include "store/layout.h"
+#include "util/file_io.h"
 #include "store/miss_record.h"
 
 namespace snapcache {
@@ -62,9 +63,9 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
 
 }  // namespace store
 
-std::vector<RecordedMiss> Store::recorded_misses() const {
+std::vector<RecordedMiss> recorded_misses(const Store& store) {
   std::vector<RecordedMiss> out;
-  const std::string dir = config_.directory + "/" + store::kMissesDir;
+  const std::string dir = store.config().directory + "/" + store::kMissesDir;
   for (auto& f : store::key_files(store::side_fs(), dir))
     out.push_back({f.name.substr(0, 32), dir + "/" + f.name, f.mtime_ns});
   return out;

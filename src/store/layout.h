@@ -29,9 +29,6 @@ inline constexpr const char* kStatsFile = "stats.json";
 inline constexpr const char* kMissesDir = "misses";
 inline constexpr const char* kTagFile = "CACHEDIR.TAG";
 
-std::int64_t now_unix_ns();
-// Unique among processes and threads on this host: "<pid>-<counter>-<random>".
-std::string unique_suffix();
 std::string data_file_name(std::uint32_t index);
 bool is_entry_id(const std::string& name);  // 32 lowercase hex digits
 std::string short_id(const std::string& id);

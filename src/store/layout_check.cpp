@@ -5,13 +5,10 @@
 #include <set>
 
 #include "snapcache/store.h"
+#include "snapcache/text.h"
 
 namespace snapcache {
 namespace {
-
-std::string dims(const std::vector<std::int64_t>& v) {
-  return fmt::format("[{}]", fmt::join(v, ", "));
-}
 
 Status mismatch(std::string why) { return {StatusCode::mismatch, std::move(why)}; }
 
@@ -33,11 +30,11 @@ Status check_expected_layout(const Manifest& manifest, const ExpectedLayout& exp
       return mismatch(fmt::format("tensor '{}': dtype {} in the entry, {} expected", e.name, dtype_name(t.dtype),
                                   dtype_name(e.dtype)));
     if (t.sizes != e.sizes)
-      return mismatch(fmt::format("tensor '{}': shape {} in the entry, {} expected", e.name, dims(t.sizes),
-                                  dims(e.sizes)));
+      return mismatch(fmt::format("tensor '{}': shape {} in the entry, {} expected", e.name, format_dims(t.sizes),
+                                  format_dims(e.sizes)));
     if (e.strides && t.strides != *e.strides)
-      return mismatch(fmt::format("tensor '{}': strides {} in the entry, {} expected", e.name, dims(t.strides),
-                                  dims(*e.strides)));
+      return mismatch(fmt::format("tensor '{}': strides {} in the entry, {} expected", e.name, format_dims(t.strides),
+                                  format_dims(*e.strides)));
     if (!e.alias_group.empty()) {
       auto [g, new_group] = group_storage.emplace(e.alias_group, t.storage);
       if (!new_group && g->second != t.storage)

@@ -3,23 +3,32 @@
 
 #include "util/fmt.h"
 
-#include "format/manifest.h"
-#include "format/stamp.h"
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "store/chunk_hashing.h"
+#include "store/entry_check.h"
 #include "store/layout.h"
 #include "store/miss_record.h"
+#include "store/snapshot_impl.h"
 #include "store/stats.h"
 #include "util/parallel.h"
-#include "snapcache/text.h"
 
 namespace snapcache {
 
+Snapshot::Snapshot(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Snapshot::~Snapshot() = default;
 
+const std::string& Snapshot::id() const { return impl_->id; }
+const std::string& Snapshot::path() const { return impl_->path; }
+const Manifest& Snapshot::manifest() const { return impl_->manifest; }
+
 std::byte* Snapshot::storage_data(std::uint32_t index) const {
-  const StorageRecord& s = manifest_.storages.at(index);
-  return mappings_.at(s.file).data() + s.offset;
+  const StorageRecord& s = impl_->manifest.storages.at(index);
+  return impl_->mappings.at(s.file).data() + s.offset;
+}
+
+std::string Snapshot::data_file_path(std::uint32_t file) const {
+  return impl_->path + "/" + impl_->manifest.files.at(file).name;
 }
 
 namespace {
@@ -37,93 +46,58 @@ void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& 
   }
 }
 
-bool is_damage(StatusCode code) {
-  return code == StatusCode::damaged || code == StatusCode::foreign || code == StatusCode::mismatch ||
-         code == StatusCode::unfinished;
-}
-}  // namespace
-
-Result<std::shared_ptr<Snapshot>> Store::open_snapshot(const std::string& id, const Key& key, VerifyPolicy policy,
-                                                        LookupOutcome& outcome) {
-  const std::string path = entry_path(id);
-  std::shared_ptr<Snapshot> snap(new Snapshot());
-  snap->id_ = id;
-  snap->path_ = path;
-
-  // A committed entry always has its lease and manifest; one without is damaged, not missing.
-  auto lease = store::take_lease(*fs_, path, LockMode::shared);
+// Takes the entry's lease (so nobody evicts it meanwhile), checks it (store/entry_check.h),
+// rehashes the files whose identity changed, and maps every data file privately.
+Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::string& path, const std::string& id,
+                                                const Key& key, VerifyPolicy policy, LookupOutcome& outcome) {
+  auto impl = std::make_unique<Snapshot::Impl>();
+  impl->id = id;
+  impl->path = path;
+  auto lease = store::take_lease(fs, path, LockMode::shared);
   if (!lease) {
-    Status st = lease.status();
-    if (st.code() == StatusCode::not_found && fs_->stat(path))
-      return Status(StatusCode::damaged, "entry has no lease file");
-    if (st.code() == StatusCode::busy) return Status(StatusCode::busy, "entry is being published or evicted");
-    return st;
+    if (lease.status().code() == StatusCode::busy)
+      return Status(StatusCode::busy, "entry is being published or evicted");
+    if (lease.status().code() != StatusCode::not_found) return lease.status();
+    // No lease file: the entry check says what is wrong with the entry, if anything is.
+    store::EntryCheck check = store::check_entry(fs, path, id);
+    return check.status ? Status(StatusCode::not_found, "entry was removed while its lease was being taken")
+                        : check.status;
   }
-  snap->lease_ = std::move(*lease);
+  impl->lease = std::move(*lease);
 
-  auto bytes = read_file(*fs_, path + "/" + store::kManifestFile);
-  if (!bytes) {
-    if (bytes.status().code() == StatusCode::not_found || bytes.status().code() == StatusCode::damaged)
-      return Status(StatusCode::damaged, "manifest is missing or short");
-    return bytes.status();
-  }
-  auto manifest = format::decode_manifest(*bytes);
-  if (!manifest) return manifest.status();
-  snap->manifest_ = std::move(*manifest);
-  const Manifest& m = snap->manifest_;
-  if (!(m.key == key)) {
+  store::EntryCheck check = store::check_entry(fs, path, id);
+  if (!check.status) return check.status;
+  impl->manifest = std::move(*check.manifest);
+  const Manifest& m = impl->manifest;
+  if (!(m.key == key)) {  // same id, other key: a hash collision, never seen but never trusted
     return Status(StatusCode::damaged,
                   "stored key differs from the key of its id: " + describe_differences(diff_keys(key, m.key)));
   }
-
-  // Trust the publication checksums only for files whose identity is the one recorded when they
-  // were last proven (at publication, or by a later rehash recorded in the stamp).
-  std::optional<format::Stamp> stamp;
-  if (auto text = read_file(*fs_, path + "/" + store::kStampFile)) {
-    if (auto s = format::decode_stamp(*text); s && s->identities.size() == m.files.size()) stamp = std::move(*s);
-  }
-  std::vector<UniqueFd> fds;
-  std::vector<FileIdentity> identities;
-  std::vector<std::uint32_t> to_hash;
-  for (std::uint32_t i = 0; i < m.files.size(); ++i) {
-    const DataFile& df = m.files[i];
-    auto fd = fs_->open(path + "/" + df.name, OpenMode::read);
-    if (!fd) {
-      if (fd.status().code() == StatusCode::not_found)
-        return Status(StatusCode::damaged, "data file " + df.name + " is missing");
-      return fd.status();
-    }
-    auto id_now = fs_->fstat(fd->get());
-    if (!id_now) return id_now.status();
-    if (id_now->size != df.size)
-      return Status(StatusCode::damaged,
-                    fmt::format("data file {} is {} bytes, the manifest says {}", df.name, id_now->size, df.size));
-    FileIdentity current = *id_now;
-    current.is_directory = false;
-    bool trusted = current == df.identity || (stamp && current == stamp->identities[i]);
-    if (!trusted || policy == VerifyPolicy::always_rehash) to_hash.push_back(i);
-    identities.push_back(current);
-    fds.push_back(std::move(*fd));
+  std::vector<std::uint32_t> to_hash = check.untrusted_files;
+  if (policy == VerifyPolicy::always_rehash) {
+    to_hash.clear();
+    for (std::uint32_t i = 0; i < m.files.size(); ++i) to_hash.push_back(i);
   }
   if (!to_hash.empty()) {
-    auto rehash = store::rehash_files(*fs_, path, m, to_hash, util::worker_count());
+    auto rehash = store::rehash_files(fs, path, m, to_hash, util::worker_count());
     outcome.rehashed = true;
     outcome.bytes_hashed = rehash.bytes;
     if (!rehash.status) return rehash.status;
     if (!rehash.damaged.empty()) return Status(StatusCode::damaged, store::describe_damage(rehash.damaged));
-    format::Stamp fresh{store::now_unix_ns(), identities};
-    // Best effort: without the stamp the next load rehashes again, nothing worse.
-    (void)write_file_atomic(*fs_, path + "/" + store::kStampFile, format::encode_stamp(fresh));
+    store::record_proven_identities(fs, path, check.identities);
   }
 
   for (std::uint32_t i = 0; i < m.files.size(); ++i) {
-    auto region = fs_->map(fds[i].get(), m.files[i].size, MapMode::copy_on_write_private);
+    auto region = fs.map(check.data_files[i].get(), m.files[i].size, MapMode::copy_on_write_private);
     if (!region) return region.status();
-    snap->mappings_.push_back(std::move(*region));
+    impl->mappings.push_back(std::move(*region));
   }
-  (void)fs_->touch(path + "/" + store::kLeaseFile);  // last use, for LRU eviction
-  return snap;
+  // Last use, for LRU eviction. Best effort: a failed touch only makes the entry look older.
+  (void)fs.touch(path + "/" + store::kLeaseFile);
+  return std::make_shared<Snapshot>(std::move(impl));
 }
+
+}  // namespace
 
 LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedLayout* expected) {
   const auto started = std::chrono::steady_clock::now();
@@ -142,17 +116,19 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
   auto st = fs_->stat(path);
   if (!st) {
     if (st.status().code() != StatusCode::not_found) return finish(LookupResult::fallback, st.status().to_string());
-    auto nearest = nearest_entry(key);
+    auto nearest = nearest_entry(*this, key);
     if (!nearest) return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)");
     return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} differs in {}",
                                                   store::short_id(nearest->first),
                                                   describe_differences(nearest->second)));
   }
-  auto snap = open_snapshot(out.entry_id, key, policy, out);
+  auto snap = open_snapshot(*fs_, path, out.entry_id, key, policy, out);
   if (!snap) {
     Status s = snap.status();
-    if (is_damage(s.code())) {
-      (void)quarantine(out.entry_id, s.message());
+    if (is_entry_damage(s.code())) {
+      // The load's answer stands whether or not the entry could be moved away; a failed move
+      // leaves it for the next load or `snapcache verify --repair`.
+      (void)quarantine(*this, out.entry_id, s.message());
       return finish(LookupResult::damaged, "entry " + store::short_id(out.entry_id) + " is damaged and was removed: " +
                                                s.message());
     }

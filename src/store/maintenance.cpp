@@ -1,4 +1,4 @@
-// Listing, verification, removal and making room.
+// Listing, inspection, verification and removal of entries.
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -7,14 +7,14 @@
 
 #include "util/fmt.h"
 
-#include "format/manifest.h"
-#include "format/stamp.h"
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "store/chunk_hashing.h"
+#include "store/entry_check.h"
 #include "store/layout.h"
 #include "store/stats.h"
+#include "util/file_io.h"
 #include "util/parallel.h"
-#include "snapcache/text.h"
 
 namespace snapcache {
 namespace store {
@@ -56,216 +56,133 @@ std::string describe_processes(const std::vector<int>& pids) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::vector<EntryInfo> Store::list_entries() {
+namespace {
+
+std::string trash_path(const Store& store, const std::string& id) {
+  return store.config().directory + "/" + store::kTrashDir + "/" + id + "." + unique_suffix();
+}
+
+}  // namespace
+
+Result<std::vector<EntryInfo>> list_entries(Store& store) {
+  FileSystem& fs = store.fs();
+  const std::string& dir = store.config().directory;
   std::vector<EntryInfo> out;
-  auto names = fs_->list_directory(config_.directory + "/" + store::kEntriesDir);
-  if (names) {
-    for (const auto& e : *names) {
-      if (!store::is_entry_id(e.name)) continue;
-      if (auto info = entry_info(e.name)) out.push_back(std::move(*info));
-    }
+  auto names = fs.list_directory(dir + "/" + store::kEntriesDir);
+  if (!names) return names.status().with_context("list the entries of " + dir);
+  for (const auto& e : *names) {
+    if (!store::is_entry_id(e.name)) continue;
+    auto info = entry_info(store, e.name);
+    if (info) out.push_back(std::move(*info));
+    else if (info.status().code() != StatusCode::not_found) return info.status();  // not_found: evicted meanwhile
   }
   // Unfinished publications, shown so an operator can see (and gc) them.
-  if (auto tmp = fs_->list_directory(config_.directory + "/" + store::kTmpDir)) {
-    for (const auto& e : *tmp) {
-      EntryInfo info;
-      info.id = e.name.substr(0, e.name.find('.'));
-      info.path = config_.directory + "/" + store::kTmpDir + "/" + e.name;
-      info.state = EntryState::unfinished;
-      info.bytes = tree_size(*fs_, info.path).value_or(0);
-      if (auto st = fs_->stat(info.path)) info.last_use_unix_ns = st->mtime_ns;
-      out.push_back(std::move(info));
-    }
+  auto tmp = fs.list_directory(dir + "/" + store::kTmpDir);
+  if (!tmp) return tmp.status().with_context("list the unfinished publications of " + dir);
+  for (const auto& e : *tmp) {
+    EntryInfo info;
+    info.id = e.name.substr(0, e.name.find('.'));
+    info.path = dir + "/" + store::kTmpDir + "/" + e.name;
+    info.state = EntryState::unfinished;
+    auto st = fs.stat(info.path);
+    auto bytes = tree_size(fs, info.path);
+    if (!st || !bytes) continue;  // finished or collected while we looked
+    info.bytes = *bytes;
+    info.last_use_unix_ns = st->mtime_ns;
+    out.push_back(std::move(info));
   }
   std::sort(out.begin(), out.end(),
             [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns > b.last_use_unix_ns; });
   return out;
 }
 
-Result<EntryInfo> Store::entry_info(const std::string& id) {
+Result<EntryInfo> entry_info(Store& store, const std::string& id) {
+  FileSystem& fs = store.fs();
   EntryInfo info;
   info.id = id;
-  info.path = entry_path(id);
-  auto dir = fs_->stat(info.path);
+  info.path = store.entry_path(id);
+  auto dir = fs.stat(info.path);
   if (!dir) return dir.status();
-  info.bytes = tree_size(*fs_, info.path).value_or(0);
-  if (auto lease = fs_->stat(info.path + "/" + store::kLeaseFile)) {
+  auto bytes = tree_size(fs, info.path);
+  if (!bytes) return bytes.status();
+  info.bytes = *bytes;
+  info.last_use_unix_ns = dir->mtime_ns;
+  if (auto lease = fs.stat(info.path + "/" + store::kLeaseFile)) {
     info.last_use_unix_ns = lease->mtime_ns;
     info.lease_holders = store::flock_holders(*lease);
     info.leased = !info.lease_holders.empty();
-  } else {
-    info.last_use_unix_ns = dir->mtime_ns;
+  }
+  store::EntryCheck check = store::check_entry(fs, info.path, id);
+  if (!check.status) {
     info.state = EntryState::damaged;
-    info.problem = "lease file is missing";
+    info.problem = check.status.message();
   }
-  auto bytes = read_file(*fs_, info.path + "/" + store::kManifestFile);
-  if (!bytes) {
-    info.state = EntryState::damaged;
-    info.problem = "manifest unreadable: " + bytes.status().message();
-    return info;
-  }
-  auto manifest = format::decode_manifest(*bytes);
-  if (!manifest) {
-    info.state = EntryState::damaged;
-    info.problem = manifest.status().message();
-    return info;
-  }
-  if (key_id(manifest->key) != id) {
-    info.state = EntryState::damaged;
-    info.problem = "stored key does not hash to the entry's id";
-  }
-  std::optional<format::Stamp> stamp;
-  if (auto text = read_file(*fs_, info.path + "/" + store::kStampFile)) {
-    if (auto s = format::decode_stamp(*text); s && s->identities.size() == manifest->files.size()) {
-      info.verified_unix_ns = s->verified_unix_ns;
-      stamp = std::move(*s);
-    }
-  }
-  info.identity_trusted = true;
-  for (std::size_t i = 0; i < manifest->files.size(); ++i) {
-    const DataFile& f = manifest->files[i];
-    auto st = fs_->stat(info.path + "/" + f.name);
-    if (!st || st->size != f.size) {
-      info.state = EntryState::damaged;
-      info.problem = "data file " + f.name + (st ? " has the wrong size" : " is missing");
-      info.identity_trusted = false;
-      continue;
-    }
-    FileIdentity now = *st;
-    now.is_directory = false;
-    if (!(now == f.identity) && !(stamp && now == stamp->identities[i])) info.identity_trusted = false;
-  }
-  info.manifest = std::move(*manifest);
+  info.identity_trusted = check.status.is_ok() && check.untrusted_files.empty();
+  info.verified_unix_ns = check.verified_unix_ns;
+  info.manifest = std::move(check.manifest);
   return info;
 }
 
-VerifyReport Store::verify(const std::string& id, const std::function<void(std::uint64_t)>& progress) {
+VerifyReport verify_entry(Store& store, const std::string& id, const std::function<void(std::uint64_t)>& progress) {
+  FileSystem& fs = store.fs();
   VerifyReport report;
   report.entry_id = id;
-  const std::string path = entry_path(id);
-  auto bytes = read_file(*fs_, path + "/" + store::kManifestFile);
-  if (!bytes) {
-    report.status = bytes.status().code() == StatusCode::not_found && fs_->stat(path)
-                        ? Status(StatusCode::damaged, "manifest is missing")
-                        : bytes.status();
+  const std::string path = store.entry_path(id);
+  store::EntryCheck check = store::check_entry(fs, path, id);
+  if (!check.status) {
+    report.status = check.status;
     return report;
   }
-  auto manifest = format::decode_manifest(*bytes);
-  if (!manifest) {
-    report.status = manifest.status();
-    return report;
-  }
-  std::vector<std::uint32_t> all(manifest->files.size());
+  const Manifest& m = *check.manifest;
+  std::vector<std::uint32_t> all(m.files.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  auto rehash = store::rehash_files(*fs_, path, *manifest, all, util::worker_count(), progress);
+  auto rehash = store::rehash_files(fs, path, m, all, util::worker_count(), progress);
   report.bytes_hashed = rehash.bytes;
   report.damaged_chunks = std::move(rehash.damaged);
   if (!rehash.status) {
+    // A data file that vanished between the check and the rehash is damage, as for a load.
     report.status = rehash.status.code() == StatusCode::not_found ? Status(StatusCode::damaged, rehash.status.message())
                                                                   : rehash.status;
   } else if (!report.damaged_chunks.empty()) {
     report.status = Status(StatusCode::damaged, store::describe_damage(report.damaged_chunks));
-  } else if (key_id(manifest->key) != id) {
-    // What a load would refuse, verify reports too, or the two would disagree about an entry.
-    report.status = Status(StatusCode::damaged, "stored key does not hash to the entry's id");
-  } else if (auto lease = fs_->stat(path + "/" + store::kLeaseFile);
-             !lease && lease.status().code() == StatusCode::not_found) {
-    report.status = Status(StatusCode::damaged, "entry has no lease file");
   }
   return report;
 }
 
-Result<std::uint64_t> Store::remove_entry(const std::string& id) {
-  const std::string path = entry_path(id);
-  auto lease = store::take_lease(*fs_, path, LockMode::exclusive);
+Result<std::uint64_t> remove_entry(Store& store, const std::string& id) {
+  FileSystem& fs = store.fs();
+  const std::string path = store.entry_path(id);
+  auto lease = store::take_lease(fs, path, LockMode::exclusive);
   if (!lease) {
     if (lease.status().code() == StatusCode::busy) {
       std::vector<int> pids;
-      if (auto st = fs_->stat(path + "/" + store::kLeaseFile)) pids = store::flock_holders(*st);
+      if (auto st = fs.stat(path + "/" + store::kLeaseFile)) pids = store::flock_holders(*st);
       return Status(StatusCode::busy, pids.empty() ? "entry is leased" : "entry is leased by " + describe_processes(pids));
     }
-    if (lease.status().code() != StatusCode::not_found || !fs_->stat(path)) return lease.status();
+    if (lease.status().code() != StatusCode::not_found || !fs.stat(path)) return lease.status();
     // No lease file: a damaged entry nobody can be using; remove it below.
   }
-  std::uint64_t bytes = tree_size(*fs_, path).value_or(0);
-  const std::string trash = config_.directory + "/" + store::kTrashDir + "/" + id + "." + store::unique_suffix();
-  SNAPCACHE_RETURN_IF_ERROR(fs_->rename(path, trash));
-  (void)fs_->fsync_directory(config_.directory + "/" + store::kEntriesDir);
-  store::bump_counter(config_.directory, store::Counter::evicted);
-  SNAPCACHE_RETURN_IF_ERROR(remove_tree(*fs_, trash));
-  return bytes;
+  auto bytes = tree_size(fs, path);
+  if (!bytes) return bytes.status();
+  const std::string trash = trash_path(store, id);
+  SNAPCACHE_RETURN_IF_ERROR(fs.rename(path, trash));
+  // The entry is gone from entries/ either way; only the durability of that is in doubt.
+  (void)fs.fsync_directory(store.config().directory + "/" + store::kEntriesDir);
+  store::bump_counter(store.config().directory, store::Counter::evicted);
+  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
+  return *bytes;
 }
 
-Status Store::quarantine(const std::string& id, const std::string& why) {
+Status quarantine(Store& store, const std::string& id, const std::string& why) {
+  FileSystem& fs = store.fs();
   // Damaged entries leave entries/ at once, leased or not: a process that proved them earlier
   // keeps its mapping, and no new process will use them. The trash is emptied when unleased.
-  const std::string trash = config_.directory + "/" + store::kTrashDir + "/" + id + "." + store::unique_suffix();
+  const std::string trash = trash_path(store, id);
   log(LogLevel::warn, fmt::format("entry {} is damaged ({}); removing it", store::short_id(id), why));
-  SNAPCACHE_RETURN_IF_ERROR(fs_->rename(entry_path(id), trash));
-  auto lease = store::take_lease(*fs_, trash, LockMode::exclusive);
-  if (lease || lease.status().code() == StatusCode::not_found) return remove_tree(*fs_, trash);
+  SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(id), trash));
+  auto lease = store::take_lease(fs, trash, LockMode::exclusive);
+  if (lease || lease.status().code() == StatusCode::not_found) return remove_tree(fs, trash);
   return Status::ok();
-}
-
-std::uint64_t Store::total_bytes() {
-  std::uint64_t total = 0;
-  for (const char* sub : {store::kEntriesDir, store::kTmpDir, store::kTrashDir})
-    total += tree_size(*fs_, config_.directory + "/" + sub).value_or(0);
-  return total;
-}
-
-Status Store::make_room(std::uint64_t needed, std::vector<std::string>* evicted) {
-  if (needed > config_.capacity_bytes)
-    return Status(StatusCode::no_space,
-                  fmt::format("the entry needs {}, more than the cache capacity of {} (SNAPCACHE_CAPACITY_GIB)",
-                              format_size(needed), format_size(config_.capacity_bytes)));
-  struct Candidate {
-    std::string id;
-    std::int64_t last_use;
-  };
-  std::vector<Candidate> candidates;
-  if (auto names = fs_->list_directory(config_.directory + "/" + store::kEntriesDir)) {
-    for (const auto& e : *names) {
-      if (!store::is_entry_id(e.name)) continue;
-      auto lease = fs_->stat(entry_path(e.name) + "/" + store::kLeaseFile);
-      candidates.push_back({e.name, lease ? lease->mtime_ns : 0});
-    }
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.last_use < b.last_use; });
-  std::size_t next = 0;
-  std::size_t leased = 0;
-  for (;;) {
-    std::uint64_t used = total_bytes();
-    auto space = fs_->space(config_.directory);
-    if (!space) return space.status();
-    bool over_capacity = used + needed > config_.capacity_bytes;
-    bool over_disk = space->available_bytes < needed + config_.reserve_free_bytes;
-    if (!over_capacity && !over_disk) return Status::ok();
-    if (next == candidates.size()) {
-      std::string leased_note = leased ? fmt::format("; {} leased entries could not be evicted", leased) : "";
-      if (over_capacity)
-        return Status(StatusCode::no_space,
-                      fmt::format("the entry needs {} but the cache holds {} of its {} capacity{}",
-                                  format_size(needed), format_size(used),
-                                  format_size(config_.capacity_bytes), leased_note));
-      return Status(StatusCode::no_space,
-                    fmt::format("the entry needs {} but the disk has {} free and {} must stay free{}",
-                                format_size(needed), format_size(space->available_bytes),
-                                format_size(config_.reserve_free_bytes), leased_note));
-    }
-    const std::string& id = candidates[next++].id;
-    auto removed = remove_entry(id);
-    if (removed) {
-      log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", store::short_id(id),
-                                      format_size(*removed)));
-      if (evicted) evicted->push_back(id);
-    } else if (removed.status().code() == StatusCode::busy) {
-      ++leased;
-    } else if (removed.status().code() != StatusCode::not_found) {
-      return removed.status();
-    }
-  }
 }
 
 }  // namespace snapcache

@@ -12,14 +12,18 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
-#include "snapcache/store.h"
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/store.h"
+#include "snapcache/text.h"
 #include "snapcache/version.h"
+#include "store/capacity.h"
 #include "store/layout.h"
 #include "store/stats.h"
+#include "util/clock.h"
+#include "util/file_io.h"
 #include "util/hash.h"
 #include "util/parallel.h"
-#include "snapcache/text.h"
 
 namespace snapcache {
 namespace {
@@ -85,8 +89,118 @@ Result<std::uint64_t> write_chunk(FileSystem& fs, int fd, const DataFile& file,
 void settle_timestamps(const FileIdentity& id) {
   constexpr std::int64_t kTickMarginNs = 20'000'000;
   const std::int64_t stamp = std::max(id.mtime_ns, id.ctime_ns);
-  const std::int64_t wait = stamp + kTickMarginNs - store::now_unix_ns();
+  const std::int64_t wait = stamp + kTickMarginNs - util::now_unix_ns();
   if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kTickMarginNs)));
+}
+
+// An entry being written in tmp/<id>.<suffix>/, its lease held exclusively so collectors leave it
+// alone. Whatever was not committed is removed when it goes away, so every failure path of a
+// publication leaves nothing behind.
+class PendingEntry {
+ public:
+  static Result<PendingEntry> create(FileSystem& fs, std::string tmp_path) {
+    PendingEntry entry(fs, std::move(tmp_path));
+    SNAPCACHE_RETURN_IF_ERROR(fs.make_directory(entry.path_));
+    entry.created_ = true;
+    auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_exclusive);
+    if (!lease) return lease.status();
+    SNAPCACHE_RETURN_IF_ERROR(fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait));
+    entry.lease_ = std::move(*lease);
+    return entry;
+  }
+  PendingEntry(PendingEntry&& other) noexcept
+      : fs_(other.fs_), path_(std::move(other.path_)), lease_(std::move(other.lease_)), created_(other.created_) {
+    other.created_ = false;
+  }
+  PendingEntry& operator=(PendingEntry&&) = delete;
+  ~PendingEntry() {
+    // The failure that got us here is what the caller reports; a leftover is gc's to collect.
+    if (created_) (void)remove_tree(*fs_, path_);
+  }
+
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+  enum class Commit { done, already_present };
+  // Makes the lease and the directory durable, then renames the directory to `final_path`: the
+  // commit. already_present when another process published the key first (ours then goes).
+  Result<Commit> commit(const std::string& final_path) {
+    SNAPCACHE_RETURN_IF_ERROR(fs_->fsync(lease_.get()));
+    SNAPCACHE_RETURN_IF_ERROR(fs_->fsync_directory(path_));
+    if (Status st = fs_->rename(path_, final_path); !st) {
+      if (st.sys_errno() == EEXIST || st.sys_errno() == ENOTEMPTY) return Commit::already_present;
+      return st;
+    }
+    created_ = false;
+    return Commit::done;
+  }
+
+ private:
+  PendingEntry(FileSystem& fs, std::string path) : fs_(&fs), path_(std::move(path)) {}
+  FileSystem* fs_;
+  std::string path_;
+  UniqueFd lease_;
+  bool created_ = false;  // the directory exists and is ours to remove
+};
+
+// The manifest of a publication with its storages laid out in one data file, each at an aligned
+// offset; chunk hashes and the file identity are filled in as the data is written.
+Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> sources,
+                               std::vector<TensorRecord> tensors, std::uint64_t chunk_size) {
+  Manifest m;
+  m.key = key;
+  m.creation = {util::now_unix_ns(), kVersion, host_name(), static_cast<std::uint32_t>(::getpid())};
+  DataFile file;
+  file.name = store::data_file_name(0);
+  file.chunk_size = chunk_size;
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i].nbytes > 0 && sources[i].data == nullptr)
+      return Status(StatusCode::invalid_argument, fmt::format("storage {} has no data", i));
+    offset = align_up(offset, kStorageAlignment);
+    m.storages.push_back({0, offset, sources[i].nbytes});
+    offset += sources[i].nbytes;
+  }
+  file.size = offset;
+  file.identity.size = offset;
+  file.chunk_hashes.resize((file.size + file.chunk_size - 1) / file.chunk_size);
+  m.files.push_back(file);
+  m.tensors = std::move(tensors);
+  if (Status st = format::validate_layout(m); !st)
+    return Status(StatusCode::invalid_argument, "invalid tensor layout: " + st.message());
+  return m;
+}
+
+// Writes the data file (hashing each chunk as it goes) and records the identity it has once
+// durable: a load that sees that identity again trusts these hashes.
+Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
+                  std::size_t threads) {
+  DataFile& df = m.files[0];
+  auto data = fs.open(entry.file(df.name), OpenMode::create_exclusive);
+  if (!data) return data.status();
+  SNAPCACHE_RETURN_IF_ERROR(fs.allocate(data->get(), df.size));
+  SNAPCACHE_RETURN_IF_ERROR(util::parallel_for(df.chunk_hashes.size(), threads, [&](std::size_t c) -> Status {
+    auto h = write_chunk(fs, data->get(), df, m.storages, sources, c);
+    if (!h) return h.status();
+    df.chunk_hashes[c] = *h;
+    return Status::ok();
+  }));
+  SNAPCACHE_RETURN_IF_ERROR(fs.fsync(data->get()));
+  auto identity = fs.fstat(data->get());
+  if (!identity) return identity.status();
+  if (identity->size != df.size)
+    return Status(StatusCode::io_error, fmt::format("data file is {} bytes after writing {}", identity->size, df.size));
+  df.identity = *identity;
+  df.identity.is_directory = false;
+  settle_timestamps(df.identity);
+  return Status::ok();
+}
+
+Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
+  std::string bytes = format::encode_manifest(m);
+  auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_exclusive);
+  if (!fd) return fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));
+  return fs.fsync(fd->get());
 }
 
 }  // namespace
@@ -115,92 +229,33 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
   if (options.chunk_size == 0)
     return finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});
 
-  // Lay the storages out in one data file, each at an aligned offset.
-  Manifest m;
-  m.key = key;
-  m.creation = {store::now_unix_ns(), kVersion, host_name(), static_cast<std::uint32_t>(::getpid())};
-  DataFile file;
-  file.name = store::data_file_name(0);
-  file.chunk_size = options.chunk_size;
-  std::uint64_t offset = 0;
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    if (sources[i].nbytes > 0 && sources[i].data == nullptr)
-      return finish(PublishResult::failed, {StatusCode::invalid_argument, fmt::format("storage {} has no data", i)});
-    offset = align_up(offset, kStorageAlignment);
-    m.storages.push_back({0, offset, sources[i].nbytes});
-    offset += sources[i].nbytes;
-  }
-  file.size = offset;
-  file.identity.size = offset;
-  file.chunk_hashes.resize((file.size + file.chunk_size - 1) / file.chunk_size);
-  m.files.push_back(file);
-  m.tensors = std::move(tensors);
-  if (Status st = format::validate_layout(m); !st)
-    return finish(PublishResult::failed, {StatusCode::invalid_argument, "invalid tensor layout: " + st.message()});
-  out.bytes = file.size;
+  auto planned = plan_manifest(key, sources, std::move(tensors), options.chunk_size);
+  if (!planned) return finish(PublishResult::failed, planned.status());
+  Manifest& m = *planned;
+  out.bytes = m.files[0].size;
 
   const std::string final_path = entry_path(out.entry_id);
-  if (fs_->stat(final_path + "/" + store::kManifestFile))
-    return finish(PublishResult::already_present, {});
+  if (fs_->stat(final_path + "/" + store::kManifestFile)) return finish(PublishResult::already_present, {});
 
-  collect_garbage();
-  const std::uint64_t manifest_estimate = 4096 + 64 * m.tensors.size() + 8 * file.chunk_hashes.size();
-  if (Status st = make_room(file.size + manifest_estimate, &out.evicted); !st)
+  // Dead writers' leftovers first: no grace (a live writer holds its lease), no strays.
+  (void)collect_garbage(*this, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
+  const std::uint64_t manifest_estimate = 4096 + 64 * m.tensors.size() + 8 * m.files[0].chunk_hashes.size();
+  if (Status st = store::make_room(*this, out.bytes + manifest_estimate, out.evicted); !st)
     return finish(PublishResult::skipped, st);
 
-  // Write the entry into tmp/, holding its lease exclusively so collectors leave it alone.
-  const std::string tmp = config_.directory + "/" + store::kTmpDir + "/" + out.entry_id + "." + store::unique_suffix();
-  auto fail = [&](const Status& st) {
-    (void)remove_tree(*fs_, tmp);
-    return finish(PublishResult::failed, st.with_context("publish"));
-  };
-  if (Status st = fs_->make_directory(tmp); !st) return fail(st);
-  auto lease = fs_->open(tmp + "/" + store::kLeaseFile, OpenMode::create_exclusive);
-  if (!lease) return fail(lease.status());
-  if (Status st = fs_->lock(lease->get(), LockMode::exclusive, LockWait::no_wait); !st) return fail(st);
-
-  auto data = fs_->open(tmp + "/" + file.name, OpenMode::create_exclusive);
-  if (!data) return fail(data.status());
-  if (Status st = fs_->allocate(data->get(), file.size); !st) return fail(st);
-  std::size_t threads = options.threads ? options.threads : util::worker_count();
-  DataFile& df = m.files[0];
-  Status written = util::parallel_for(df.chunk_hashes.size(), threads, [&](std::size_t c) -> Status {
-    auto h = write_chunk(*fs_, data->get(), df, m.storages, sources, c);
-    if (!h) return h.status();
-    df.chunk_hashes[c] = *h;
-    return Status::ok();
-  });
-  if (!written) return fail(written);
-  if (Status st = fs_->fsync(data->get()); !st) return fail(st);
-  // The identity the data has now, durable; a load that sees it again trusts these hashes.
-  auto identity = fs_->fstat(data->get());
-  if (!identity) return fail(identity.status());
-  if (identity->size != df.size)
-    return fail({StatusCode::io_error, fmt::format("data file is {} bytes after writing {}", identity->size, df.size)});
-  df.identity = *identity;
-  df.identity.is_directory = false;
-  settle_timestamps(df.identity);
-
-  std::string manifest_bytes = format::encode_manifest(m);
-  auto mf = fs_->open(tmp + "/" + store::kManifestFile, OpenMode::create_exclusive);
-  if (!mf) return fail(mf.status());
-  if (Status st = write_all(*fs_, mf->get(), manifest_bytes.data(), manifest_bytes.size(), 0); !st) return fail(st);
-  if (Status st = fs_->fsync(mf->get()); !st) return fail(st);
-  if (Status st = fs_->fsync(lease->get()); !st) return fail(st);
-  if (Status st = fs_->fsync_directory(tmp); !st) return fail(st);
-
-  // Commit. If another process published the same key first, its entry stands and ours goes.
-  const std::string entries = config_.directory + "/" + store::kEntriesDir;
-  if (Status st = fs_->rename(tmp, final_path); !st) {
-    if (st.sys_errno() == EEXIST || st.sys_errno() == ENOTEMPTY) {
-      (void)remove_tree(*fs_, tmp);
-      return finish(PublishResult::already_present, {});
-    }
-    return fail(st);
-  }
-  if (Status st = fs_->fsync_directory(entries); !st) {
+  auto entry = PendingEntry::create(
+      *fs_, config_.directory + "/" + store::kTmpDir + "/" + out.entry_id + "." + unique_suffix());
+  Status st = entry.status();
+  if (st) st = write_data(*fs_, *entry, m, sources, options.threads ? options.threads : util::worker_count());
+  if (st) st = write_manifest(*fs_, *entry, m);
+  if (!st) return finish(PublishResult::failed, st.with_context("publish"));
+  // If another process published the same key first, its entry stands and ours goes.
+  auto committed = entry->commit(final_path);
+  if (!committed) return finish(PublishResult::failed, committed.status().with_context("publish"));
+  if (*committed == PendingEntry::Commit::already_present) return finish(PublishResult::already_present, {});
+  if (Status synced = fs_->fsync_directory(config_.directory + "/" + store::kEntriesDir); !synced) {
     // The entry is complete and visible; only its durability across a power cut is in doubt.
-    log(LogLevel::warn, "publish: " + st.to_string());
+    log(LogLevel::warn, "publish: " + synced.to_string());
   }
   return finish(PublishResult::published, {});
 }

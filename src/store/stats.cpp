@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "store/layout.h"
+#include "util/clock.h"
+#include "util/file_io.h"
 
 namespace snapcache::store {
 namespace {
@@ -80,11 +82,6 @@ Status write_locked(FileSystem& fs, int fd, json& j, std::uint64_t old_size) {
   return write_all(fs, fd, text.data(), text.size(), 0);
 }
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::uint64_t counter_value(const json& j, const char* name) {
   auto it = j.find(name);
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
@@ -98,7 +95,7 @@ void bump_counter(const std::string& cache_directory, Counter counter) {
   if (!fd || !lock_briefly(fs, fd->get(), LockMode::exclusive)) return;
   std::uint64_t size = 0;
   json j = read_locked(fs, fd->get(), size);
-  if (!j.contains("since_unix_ns")) j["since_unix_ns"] = now_ns();
+  if (!j.contains("since_unix_ns")) j["since_unix_ns"] = util::now_unix_ns();
   j[name_of(counter)] = counter_value(j, name_of(counter)) + 1;
   (void)write_locked(fs, fd->get(), j, size);
 }
@@ -125,7 +122,7 @@ Status zero_counters(const std::string& cache_directory) {
   std::uint64_t size = 0;
   (void)read_locked(fs, fd->get(), size);
   json j = json::object();
-  j["since_unix_ns"] = now_ns();
+  j["since_unix_ns"] = util::now_unix_ns();
   for (const Field& f : kFields) j[f.name] = 0;
   return write_locked(fs, fd->get(), j, size);
 }
@@ -134,8 +131,8 @@ Status zero_counters(const std::string& cache_directory) {
 
 namespace snapcache {
 
-Result<CacheCounters> Store::counters() const { return store::read_counters(config_.directory); }
+Result<CacheCounters> read_counters(const Store& store) { return store::read_counters(store.config().directory); }
 
-Status Store::zero_counters() { return store::zero_counters(config_.directory); }
+Status zero_counters(Store& store) { return store::zero_counters(store.config().directory); }
 
 }  // namespace snapcache

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "snapcache/store.h"
+#include "snapcache/maintenance.h"
 
 namespace snapcache::store {
 

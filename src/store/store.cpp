@@ -1,32 +1,16 @@
 #include "snapcache/store.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <random>
 
 #include "util/fmt.h"
 
-#include "format/codec.h"
 #include "format/manifest.h"
+#include "snapcache/maintenance.h"
 #include "store/layout.h"
+#include "util/file_io.h"
 
 namespace snapcache {
 namespace store {
-
-std::int64_t now_unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string unique_suffix() {
-  static std::atomic<unsigned> counter{0};
-  static const unsigned seed = std::random_device{}();
-  return fmt::format("{}-{}-{:08x}", ::getpid(), counter.fetch_add(1), seed);
-}
 
 std::string data_file_name(std::uint32_t index) { return fmt::format("data-{:04}.bin", index); }
 
@@ -97,6 +81,7 @@ Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSy
     if (!st) return st.with_context("cache directory " + dir);
   }
   if (!f.stat(dir + "/" + store::kTagFile)) {
+    // Only backup tools read the tag; a cache without it works the same.
     (void)write_file_atomic(f, dir + "/" + store::kTagFile,
                             "Signature: 8a477f597d28d172789f06886806bc55\n"
                             "# This directory is a snapcache cache; see https://bford.info/cachedir/\n");
@@ -119,45 +104,47 @@ namespace {
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
   auto fd = fs.open(manifest_path, OpenMode::read);
   if (!fd) return fd.status();
-  std::string head(4096, '\0');
-  auto n = fs.pread(fd->get(), head.data(), head.size(), 0);
-  if (!n) return n.status();
-  head.resize(*n);
-  constexpr std::size_t kHeader = 32;
-  if (head.size() < kHeader + 4 || head.compare(0, 16, std::string(format::kManifestMagic)) != 0)
-    return Status(StatusCode::foreign, "not a snapcache manifest");
-  std::uint32_t len = 0;
-  std::memcpy(&len, head.data() + kHeader, 4);
-  if (len > format::kMaxManifestBytes) return Status(StatusCode::damaged, "key length out of range");
-  std::string key(len, '\0');
-  Status st = read_all(fs, fd->get(), key.data(), len, kHeader + 4);
-  if (!st) return st;
+  std::string head(format::kManifestHeadBytes, '\0');
+  SNAPCACHE_RETURN_IF_ERROR(read_all(fs, fd->get(), head.data(), head.size(), 0));
+  auto decoded = format::decode_manifest_head(head);
+  if (!decoded) return decoded.status();
+  std::string key(decoded->key_size, '\0');
+  SNAPCACHE_RETURN_IF_ERROR(read_all(fs, fd->get(), key.data(), key.size(), format::kManifestHeadBytes));
   return decode_key(key);
 }
 
 }  // namespace
 
-std::vector<std::pair<std::string, Key>> Store::entry_keys() {
+Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   std::vector<std::pair<std::string, Key>> keys;
-  auto names = fs_->list_directory(config_.directory + "/" + store::kEntriesDir);
-  if (!names) return keys;
+  auto names = store.fs().list_directory(store.config().directory + "/" + store::kEntriesDir);
+  if (!names) return names.status().with_context("list the entries of " + store.config().directory);
   for (const auto& e : *names) {
     if (!store::is_entry_id(e.name)) continue;
-    auto key = read_manifest_key(*fs_, entry_path(e.name) + "/" + store::kManifestFile);
+    // An unreadable entry has no key to compare with; loads and verify report its damage.
+    auto key = read_manifest_key(store.fs(), store.entry_path(e.name) + "/" + store::kManifestFile);
     if (key) keys.emplace_back(e.name, std::move(*key));
   }
   return keys;
 }
 
-std::optional<std::pair<std::string, std::vector<KeyDifference>>> Store::nearest_entry(const Key& key) {
+std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store, const Key& key) {
+  // Explaining a miss is best effort: a cache that cannot be listed has nothing to compare with.
+  auto keys = entry_keys(store);
+  if (!keys) return std::nullopt;
+  // Same component first: a miss for "dit" is best explained by the other "dit" entry.
+  auto score = [&](const std::vector<KeyDifference>& diffs, const Key& other) {
+    return diffs.size() + (other.component == key.component ? 0 : 100);
+  };
   std::optional<std::pair<std::string, std::vector<KeyDifference>>> best;
-  for (auto& [id, k] : entry_keys()) {
+  std::size_t best_score = 0;
+  for (auto& [id, k] : *keys) {
     auto diffs = diff_keys(key, k);
-    // Same component first: a miss for "dit" is best explained by the other "dit" entry.
-    auto score = [&](const std::vector<KeyDifference>& d, const Key& other) {
-      return d.size() + (other.component == key.component ? 0 : 100);
-    };
-    if (!best || score(diffs, k) < score(best->second, k)) best = std::make_pair(id, std::move(diffs));
+    const std::size_t candidate_score = score(diffs, k);
+    if (!best || candidate_score < best_score) {
+      best = std::make_pair(id, std::move(diffs));
+      best_score = candidate_score;
+    }
   }
   return best;
 }

@@ -5,7 +5,12 @@
 #include <cerrno>
 #include <string>
 
-#include "snapcache/file_system.h"
+#include "util/file_io.h"
+
+#include <random>
+
+#include "util/atomic_file.h"
+#include "util/fmt.h"
 
 namespace snapcache {
 
@@ -48,21 +53,16 @@ Result<std::string> read_file(FileSystem& fs, const std::string& path) {
 }
 
 Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents) {
+  auto file = AtomicFile::create(fs, path);
+  if (!file) return file.status();
+  SNAPCACHE_RETURN_IF_ERROR(file->write(contents.data(), contents.size(), 0));
+  return file->commit();
+}
+
+std::string unique_suffix() {
   static std::atomic<unsigned> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
-  auto fd = fs.open(tmp, OpenMode::create_truncate);
-  if (!fd) return fd.status();
-  Status st = write_all(fs, fd->get(), contents.data(), contents.size(), 0);
-  if (st) st = fs.fsync(fd->get());
-  if (st) st = fs.rename(tmp, path);
-  if (!st) {
-    (void)fs.remove_file(tmp);
-    return st.with_context("write " + path);
-  }
-  auto slash = path.find_last_of('/');
-  if (slash != std::string::npos) (void)fs.fsync_directory(path.substr(0, slash));
-  return Status::ok();
+  static const unsigned seed = std::random_device{}();
+  return fmt::format("{}-{}-{:08x}", ::getpid(), counter.fetch_add(1), seed);
 }
 
 Status remove_tree(FileSystem& fs, const std::string& path) {

@@ -8,8 +8,6 @@ namespace snapcache::util {
 
 std::string Hash128::hex() const { return fmt::format("{:016x}{:016x}", high, low); }
 
-std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
-
 std::uint64_t xxh3_64(const void* data, std::size_t size) { return XXH3_64bits(data, size); }
 
 Hash128 xxh3_128(const void* data, std::size_t size) {

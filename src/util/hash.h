@@ -47,6 +47,4 @@ class Hasher128 {
   void* state_;
 };
 
-std::string hex64(std::uint64_t v);
-
 }  // namespace snapcache::util

@@ -2,6 +2,8 @@
 
 #include "util/fmt.h"
 
+#include "util/clock.h"
+
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -111,6 +113,10 @@ std::string format_duration(double seconds) {
 }
 
 std::string format_dims(std::span<const std::int64_t> dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+
+std::string format_age_since(std::int64_t unix_ns) {
+  return format_age((util::now_unix_ns() - unix_ns) / 1'000'000'000);
+}
 
 std::string format_hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 

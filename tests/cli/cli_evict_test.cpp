@@ -11,8 +11,8 @@ TEST_CASE("cli evict never evicts an entry leased by another process and says wh
   Cache cache;
   const std::string held = cache.publish(11);
   const std::string free = cache.publish(12, 2);
-  const std::uint64_t free_bytes = cache.store->entry_info(free)->bytes;
-  ChildProcess holder({"hold", cache.path(), "11"});
+  const std::uint64_t free_bytes = entry_info(*cache.store, free)->bytes;
+  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "11"});
   REQUIRE(holder.wait_for_line("holding"));
 
   auto named = run_cli(with_dir(cache, {"evict", held.substr(0, 8)}));
@@ -90,7 +90,7 @@ TEST_CASE("cli evict by age and by size takes the least recently used first", "[
   CHECK(path_exists(cache.store->entry_path(older)));
 
   // Room for one entry: the older goes, the recent one stays.
-  const std::uint64_t one = cache.store->entry_info(recent)->bytes;
+  const std::uint64_t one = entry_info(*cache.store, recent)->bytes;
   auto by_size = run_cli(with_dir(cache, {"evict", "--to-size", std::to_string(one + 1000), "--json"}));
   INFO(by_size.out << by_size.err);
   CHECK(by_size.exit_code == 0);

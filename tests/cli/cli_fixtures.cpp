@@ -27,17 +27,6 @@ std::vector<std::string> with_dir(const Cache& cache, std::vector<std::string> a
   return args;
 }
 
-void flip_byte(const std::string& path, std::uint64_t offset) {
-  int fd = ::open(path.c_str(), O_RDWR);
-  if (fd < 0) throw std::runtime_error("open " + path);
-  unsigned char b = 0;
-  bool ok = ::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
-  b ^= 0x5a;
-  ok = ok && ::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1;
-  ::close(fd);
-  if (!ok) throw std::runtime_error("flip byte in " + path);
-}
-
 namespace {
 void snapshot_into(const std::string& path, std::vector<std::string>& lines) {
   struct stat st {};
@@ -56,13 +45,6 @@ std::string tree_snapshot(const std::string& dir) {
   std::string out;
   for (const auto& l : lines) out += l + "\n";
   return out;
-}
-
-void set_age(const std::string& path, std::int64_t seconds_ago) {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
-  struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(secs), 0}};
-  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) throw std::runtime_error("utimensat " + path);
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/maintenance.h"
 #include "snapcache/snapshot.h"
+#include "util/file_io.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
 
@@ -27,11 +29,8 @@ struct Cache {
 // "--dir", path: the arguments every command gets in these tests.
 std::vector<std::string> with_dir(const Cache& cache, std::vector<std::string> args);
 
-void flip_byte(const std::string& path, std::uint64_t offset);
 // Every path below `dir` with its size and mtime: equal snapshots mean nothing changed.
 std::string tree_snapshot(const std::string& dir);
-// Sets a file's mtime to `seconds_ago` before now.
-void set_age(const std::string& path, std::int64_t seconds_ago);
 bool contains(const std::string& text, const std::string& part);
 
 }  // namespace snapcache::test

@@ -62,9 +62,9 @@ TEST_CASE("cli ls lists entries most recently used first", "[cli][ls]") {
 TEST_CASE("cli ls names the processes that hold a lease and unfinished publications", "[cli][ls]") {
   Cache cache;
   const std::string id = cache.publish(3);
-  ChildProcess holder({"hold", cache.path(), "3"});
+  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "3"});
   REQUIRE(holder.wait_for_line("holding"));
-  make_directories(cache.store->fs(), cache.path() + "/tmp/" + id + ".1-0-dead");
+  REQUIRE(make_directories(cache.store->fs(), cache.path() + "/tmp/" + id + ".1-0-dead").is_ok());
 
   auto j = run_cli(with_dir(cache, {"ls", "--json"})).json();
   REQUIRE(j["entries"].size() == 2);
@@ -124,16 +124,20 @@ TEST_CASE("cli inspect shows key tensors storages checksums and leases without c
   std::set<std::string> names;
   for (const auto& t : j["tensors"]) names.insert(t["name"].get<std::string>());
   CHECK(names.count("attn.qkv.weight") == 1);
-  for (const auto& t : j["tensors"]) {
-    if (t["name"] == "attn.k_view") {
-      CHECK(t["dtype"] == "bfloat16");
-      CHECK(t["shape"] == nlohmann::json::array({256, 256}));
-      CHECK(t["strides"] == nlohmann::json::array({256, 1}));
-      CHECK(t["storage_offset"] == 256 * 256);
-      CHECK(t["bytes"] == 256 * 256 * 2);
-    }
-    if (t["name"] == "attn.proj.weight_t") CHECK(t["strides"] == nlohmann::json::array({1, 512}));
-  }
+  // Each named tensor must be there: a missing one fails here, it is not skipped.
+  auto tensor = [&](const std::string& name) {
+    for (const auto& t : j["tensors"])
+      if (t["name"] == name) return t;
+    FAIL("inspect --json lists no tensor " << name);
+    return nlohmann::json();
+  };
+  const auto k_view = tensor("attn.k_view");
+  CHECK(k_view["dtype"] == "bfloat16");
+  CHECK(k_view["shape"] == nlohmann::json::array({256, 256}));
+  CHECK(k_view["strides"] == nlohmann::json::array({256, 1}));
+  CHECK(k_view["storage_offset"] == 256 * 256);
+  CHECK(k_view["bytes"] == 256 * 256 * 2);
+  CHECK(tensor("attn.proj.weight_t")["strides"] == nlohmann::json::array({1, 512}));
 
   auto text = run_cli(with_dir(cache, {"inspect", id}));
   REQUIRE(text.exit_code == 0);

@@ -6,26 +6,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "support/catch.h"
+#include "support/env_guard.h"
 
 extern char** environ;
 
 namespace snapcache::test {
 namespace {
 
+// Every variable that can change a Config (EnvGuard's list, and any SNAPCACHE_*) is left out;
+// settings-file and default-directory lookups point nowhere.
 std::vector<std::string> environment(const std::vector<std::string>& extra) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string var = *e;
-    if (var.starts_with("SNAPCACHE_") || var.starts_with("XDG_CONFIG_HOME=")) continue;
+    const std::string name = var.substr(0, var.find('='));
+    const auto& isolated = EnvGuard::isolated_names();
+    if (name.starts_with("SNAPCACHE_") || std::find(isolated.begin(), isolated.end(), name) != isolated.end()) continue;
     env.push_back(var);
   }
   env.push_back("XDG_CONFIG_HOME=/nonexistent/snapcache-cli-test-config");
+  env.push_back("HOME=/nonexistent/snapcache-cli-test-home");
   env.insert(env.end(), extra.begin(), extra.end());
   return env;
 }

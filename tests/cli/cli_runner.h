@@ -16,8 +16,8 @@ struct CliRun {
   nlohmann::json json() const;
 };
 
-// `env` adds NAME=value pairs to an environment without SNAPCACHE_* variables and with
-// XDG_CONFIG_HOME pointing nowhere, so no settings file of the machine leaks in.
+// `env` adds NAME=value pairs to an environment without SNAPCACHE_* variables, XDG_CACHE_HOME,
+// and with XDG_CONFIG_HOME and HOME pointing nowhere, so no setting of the machine leaks in.
 CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
 
 // The same on a pseudo-terminal (stdout and stderr both), as an operator at a shell sees it.

@@ -23,7 +23,7 @@ TEST_CASE("cli stats shows sizes entries and the hit miss and fallback counters"
     fs->inject({FsOp::stat, EIO, 0, 1, false, ""});
     CHECK(load_tensors(*faulty, test_key(31)).lookup.result == LookupResult::fallback);
   }
-  make_directories(cache.store->fs(), cache.path() + "/tmp/" + std::string(32, 'b') + ".1-0-x");
+  REQUIRE(make_directories(cache.store->fs(), cache.path() + "/tmp/" + std::string(32, 'b') + ".1-0-x").is_ok());
 
   auto run = run_cli(with_dir(cache, {"stats", "--json"}), {"SNAPCACHE_CAPACITY_GIB=2"});
   INFO(run.out << run.err);
@@ -31,7 +31,7 @@ TEST_CASE("cli stats shows sizes entries and the hit miss and fallback counters"
   auto j = run.json();
   CHECK(j["directory"] == cache.path());
   CHECK(j["capacity_bytes"] == 2 * kGiB);
-  CHECK(j["bytes"] == cache.store->total_bytes());
+  CHECK(j["bytes"] == total_bytes(*cache.store).value());
   CHECK(j["disk"]["available_bytes"].get<std::uint64_t>() > 0);
   CHECK(j["disk"]["reserve_bytes"] == kGiB);
   CHECK(j["entries"]["ok"] == 2);

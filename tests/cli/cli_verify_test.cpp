@@ -11,7 +11,7 @@ namespace {
 
 // Offset in the data file of the storage that holds `tensor`.
 std::uint64_t storage_offset_of(Cache& cache, const std::string& id, const std::string& tensor) {
-  auto info = cache.store->entry_info(id);
+  auto info = entry_info(*cache.store, id);
   REQUIRE(info.is_ok());
   for (const auto& t : info->manifest->tensors)
     if (t.name == tensor) return info->manifest->storages.at(t.storage).offset;
@@ -132,7 +132,7 @@ TEST_CASE("cli verify agrees with loads about an entry without its lease file", 
 TEST_CASE("cli verify --repair takes a leased damaged entry out of use at once", "[cli][verify]") {
   Cache cache;
   const std::string id = cache.publish(10, 2);
-  ChildProcess holder({"hold", cache.path(), "10"});
+  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "10"});
   REQUIRE(holder.wait_for_line("holding"));
   flip_byte(cache.data_path(id), 10);
   auto run = run_cli(with_dir(cache, {"verify", "--repair", "--json"}));

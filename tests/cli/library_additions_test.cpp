@@ -5,32 +5,16 @@
 #include "cli_fixtures.h"
 #include "support/catch.h"
 #include "support/child_process.h"
+#include "support/env_guard.h"
 
 using namespace snapcache;
 using namespace snapcache::test;
 
-namespace {
-struct CleanEnv {
-  static constexpr const char* kNames[] = {"SNAPCACHE_DIR", "SNAPCACHE_DISABLE", "SNAPCACHE_CAPACITY_GIB",
-                                            "SNAPCACHE_RESERVE_GIB", "SNAPCACHE_CONFIG", "XDG_CONFIG_HOME"};
-  std::vector<std::pair<std::string, std::string>> saved;
-  CleanEnv() {
-    for (const char* n : kNames) {
-      if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
-      ::unsetenv(n);
-    }
-  }
-  ~CleanEnv() {
-    for (const char* n : kNames) ::unsetenv(n);
-    for (const auto& [n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
-  }
-};
-}  // namespace
 
 TEST_CASE("a settings file sits between the defaults and the environment", "[cli][library]") {
-  CleanEnv env;
+  EnvGuard env;
   TempDir dir;
-  ::setenv("XDG_CONFIG_HOME", dir.path().c_str(), 1);
+  env.set("XDG_CONFIG_HOME", dir.path().c_str());
   CHECK(Config::default_config_file() == dir.path() + "/snapcache/snapcache.conf");
   {
     auto c = Config::from_environment();  // no file: as before
@@ -38,10 +22,10 @@ TEST_CASE("a settings file sits between the defaults and the environment", "[cli
     CHECK(c->config_file.empty());
     CHECK(c->sources["capacity"] == ConfigSource::default_value);
   }
-  make_directories(*posix_file_system(), dir.path() + "/snapcache");
+  REQUIRE(make_directories(*posix_file_system(), dir.path() + "/snapcache").is_ok());
   write_bytes(Config::default_config_file(),
               "directory = /srv/cache\ndisable = no\ncapacity = 500GB\nreserve = 2GiB\n");
-  ::setenv("SNAPCACHE_RESERVE_GIB", "1", 1);
+  env.set("SNAPCACHE_RESERVE_GIB", "1");
   auto c = Config::from_environment();
   REQUIRE(c.is_ok());
   CHECK(c->config_file == Config::default_config_file());
@@ -61,41 +45,41 @@ TEST_CASE("a settings file sits between the defaults and the environment", "[cli
     CHECK(r.status().code() == StatusCode::invalid_argument);
     CHECK(r.status().message().find(":1:") != std::string::npos);
   }
-  ::setenv("SNAPCACHE_CONFIG", (dir / "missing.conf").c_str(), 1);
+  env.set("SNAPCACHE_CONFIG", (dir / "missing.conf").c_str());
   CHECK_FALSE(Config::from_environment().is_ok());
 }
 
 TEST_CASE("counters never make a load or a publication fail", "[cli][library]") {
   Cache cache;
   // stats.json cannot be written (it is a directory); the misses directory is a file.
-  make_directories(cache.store->fs(), cache.path() + "/stats.json");
+  REQUIRE(make_directories(cache.store->fs(), cache.path() + "/stats.json").is_ok());
   write_bytes(cache.path() + "/misses", "in the way");
   CHECK(load_tensors(*cache.store, test_key(61)).lookup.result == LookupResult::miss);
   cache.publish(61);
   CHECK(load_tensors(*cache.store, test_key(61)).lookup.result == LookupResult::hit);
-  CHECK(cache.store->recorded_misses().empty());
+  CHECK(recorded_misses(*cache.store).empty());
 }
 
 TEST_CASE("counters add up across processes and a torn file reads as zero", "[cli][library]") {
   Cache cache;
   cache.publish(62);
-  REQUIRE(run_helper({"load", cache.path(), "62"}) == 0);
-  REQUIRE(run_helper({"load", cache.path(), "62"}) == 0);
+  REQUIRE(run_helper(kTorchHelper, {"load", cache.path(), "62"}) == 0);
+  REQUIRE(run_helper(kTorchHelper, {"load", cache.path(), "62"}) == 0);
   CHECK(load_tensors(*cache.store, test_key(62)).lookup.result == LookupResult::hit);
-  auto c = cache.store->counters();
+  auto c = read_counters(*cache.store);
   REQUIRE(c.is_ok());
   CHECK(c->hits == 3);
   CHECK(c->published == 1);
   write_bytes(cache.path() + "/stats.json", "{\"hits\": 4");
-  CHECK(cache.store->counters()->hits == 0);
+  CHECK(read_counters(*cache.store)->hits == 0);
   CHECK(load_tensors(*cache.store, test_key(62)).lookup.result == LookupResult::hit);
-  CHECK(cache.store->counters()->hits == 1);
+  CHECK(read_counters(*cache.store)->hits == 1);
 }
 
 TEST_CASE("only the newest missed keys are kept", "[cli][library]") {
   Cache cache;
   for (int seed = 100; seed < 170; ++seed) load_tensors(*cache.store, test_key(seed));
-  auto misses = cache.store->recorded_misses();
+  auto misses = recorded_misses(*cache.store);
   CHECK(misses.size() == 64);
   auto key = read_key_file(cache.store->fs(), misses.front().path);
   REQUIRE(key.is_ok());

@@ -63,3 +63,45 @@ TEST_CASE("upload keeps tied weights tied and views as views on the GPU", "[gpu]
   CHECK((*gpu)[0].second.data_ptr() == (*gpu)[1].second.data_ptr());
   CHECK((*gpu)[3].second.storage().data() == (*gpu)[2].second.storage().data());
 }
+
+namespace {
+// Serves prepared tensors already on the GPU, as the donor tier will.
+class DeviceTier final : public Tier {
+ public:
+  explicit DeviceTier(NamedTensors tensors) : tensors_(std::move(tensors)) {}
+  std::string name() const override { return "device"; }
+  Result<TierAnswer> serve(LoadContext&) override {
+    return TierAnswer::served(tensors_, Residence::device_prepared, Provenance::cache, "on the device already");
+  }
+
+ private:
+  NamedTensors tensors_;
+};
+}  // namespace
+
+TEST_CASE("a tier that serves prepared CUDA tensors skips post-load and upload", "[gpu]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 512;
+  config.layers = 2;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  auto ref = load_model(nullptr, plan);
+  REQUIRE(ref.is_ok());
+  plan.tiers = {std::make_shared<DeviceTier>(ref->weights), snapshot_tier(), ordinary_tier()};
+  auto store = *Store::open(test::test_config(dir / "cache"));
+  auto attached = load_model(store.get(), plan);
+  REQUIRE(attached.is_ok());
+  CHECK(attached->report.path == LoadPath::hit);
+  for (const auto& s : attached->report.stages) CHECK((s.stage != "upload" && s.stage != "post-load"));
+  CHECK(attached->weights.front().second.data_ptr() == ref->weights.front().second.data_ptr());
+  CHECK(demo::identical(*ref, *attached));
+  CHECK(demo::identical(demo::forward(config, *ref), demo::forward(config, *attached)));
+
+  // Served on the wrong device: refused, not silently used.
+  plan.device = c10::Device(c10::kCPU);
+  auto wrong = load_model(store.get(), plan);
+  REQUIRE_FALSE(wrong.is_ok());
+  CHECK(wrong.status().code() == StatusCode::mismatch);
+}

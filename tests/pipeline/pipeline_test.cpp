@@ -11,6 +11,7 @@
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
+#include "snapcache/maintenance.h"
 #include "util/fault_injection.h"
 
 using namespace snapcache;
@@ -20,19 +21,9 @@ namespace {
 using Fixture = test::DemoFixture;
 
 std::string only_entry_data(Store& store) {
-  auto entries = store.list_entries();
+  auto entries = list_entries(store).value();
   REQUIRE(entries.size() == 1);
   return entries[0].path + "/data-0000.bin";
-}
-
-void flip_byte(const std::string& path, off_t offset) {
-  int fd = ::open(path.c_str(), O_RDWR);
-  REQUIRE(fd >= 0);
-  char c = 0;
-  REQUIRE(::pread(fd, &c, 1, offset) == 1);
-  c = static_cast<char>(c ^ 0x10);
-  REQUIRE(::pwrite(fd, &c, 1, offset) == 1);
-  ::close(fd);
 }
 
 }  // namespace
@@ -101,7 +92,7 @@ TEST_CASE("a damaged snapshot ends in the ordinary path with the reason and the 
   auto store = f.store();
   LoadedModel ref = f.reference();
   REQUIRE(load_model(store.get(), f.plan())->report.path == LoadPath::miss);
-  flip_byte(only_entry_data(*store), 5000);
+  test::flip_byte(only_entry_data(*store), 5000);
   auto loaded = load_model(store.get(), f.plan());
   REQUIRE(loaded.is_ok());
   CHECK(loaded->report.path == LoadPath::fallback);
@@ -118,7 +109,7 @@ TEST_CASE("a malformed snapshot manifest ends in the ordinary path with the reas
   auto store = f.store();
   LoadedModel ref = f.reference();
   REQUIRE(load_model(store.get(), f.plan()).is_ok());
-  auto entries = store->list_entries();
+  auto entries = list_entries(*store).value();
   REQUIRE(entries.size() == 1);
   test::write_bytes(entries[0].path + "/manifest.snap", "SNAPCACHE-MANIF this is not a manifest at all.......");
   auto loaded = load_model(store.get(), f.plan());
@@ -184,7 +175,7 @@ TEST_CASE("ineligible loads take the ordinary path and say why", "[pipeline]") {
   auto c = load_model(disabled.get(), f.plan());
   CHECK(c->report.path == LoadPath::ineligible);
   CHECK(c->report.reason.find("disabled") != std::string::npos);
-  CHECK(store->list_entries().empty());
+  CHECK(list_entries(*store).value().empty());
   for (auto* m : {&*a, &*b, &*c}) CHECK(demo::identical(ref, *m));
 }
 
@@ -240,5 +231,5 @@ TEST_CASE("an ordinary loader that does not produce the declared tensors is an e
   auto loaded = load_model(store.get(), plan);
   REQUIRE_FALSE(loaded.is_ok());
   CHECK(loaded.status().message().find("'final_norm.weight' is missing") != std::string::npos);
-  CHECK(store->list_entries().empty());  // nothing incomplete was published
+  CHECK(list_entries(*store).value().empty());  // nothing incomplete was published
 }

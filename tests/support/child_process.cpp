@@ -11,14 +11,14 @@ extern char** environ;
 
 namespace snapcache::test {
 
-ChildProcess::ChildProcess(const std::vector<std::string>& helper_args) {
+ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& helper_args) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<std::string> args{SNAPCACHE_TEST_HELPER};
+  std::vector<std::string> args{program};
   args.insert(args.end(), helper_args.begin(), helper_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -65,8 +65,8 @@ int ChildProcess::wait() {
   return status_;
 }
 
-int run_helper(const std::vector<std::string>& helper_args) {
-  ChildProcess child(helper_args);
+int run_helper(const std::string& program, const std::vector<std::string>& helper_args) {
+  ChildProcess child(program, helper_args);
   return child.wait();
 }
 

@@ -7,10 +7,11 @@
 
 namespace snapcache::test {
 
-// A real second process running the test helper (tests/support/helper_main.cpp).
+// A real second process running a test helper: the store's (kStoreHelper, store_helper_main.cpp,
+// no torch) or the torch front end's (kTorchHelper in fixtures.h, helper_main.cpp).
 class ChildProcess {
  public:
-  explicit ChildProcess(const std::vector<std::string>& helper_args);
+  ChildProcess(const std::string& program, const std::vector<std::string>& helper_args);
   ~ChildProcess();  // kills the child if it still runs
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -29,6 +30,11 @@ class ChildProcess {
 };
 
 // Runs the helper to completion; returns its exit code.
-int run_helper(const std::vector<std::string>& helper_args);
+int run_helper(const std::string& program, const std::vector<std::string>& helper_args);
+
+// The store's helper process: publish, load or hold raw storages (see store_helper_main.cpp).
+#ifdef SNAPCACHE_STORE_HELPER
+inline constexpr const char* kStoreHelper = SNAPCACHE_STORE_HELPER;
+#endif
 
 }  // namespace snapcache::test

@@ -7,21 +7,8 @@
 namespace snapcache::test {
 
 Key test_key(int seed, const std::string& component) {
-  Key key;
-  CheckpointFile f;
-  f.path = "/checkpoints/model-" + std::to_string(seed) + ".safetensors";
-  f.size = 1000 + static_cast<std::uint64_t>(seed);
-  f.mtime_ns = 1'700'000'000'000'000'000;
-  f.ctime_ns = 1'700'000'000'000'000'001;
-  f.device = 2049;
-  f.inode = 4242 + static_cast<std::uint64_t>(seed);
-  key.checkpoint.push_back(f);
-  key.source_identity = "test-loader-v1";
+  Key key = store_key(seed, component);
   key.torch = current_torch_identity();
-  key.dtype = "bfloat16";
-  key.precision_policy = "w8a16";
-  key.topology = {0, 1, 0, 1, {}};
-  key.component = component;
   return key;
 }
 
@@ -75,12 +62,5 @@ bool same_tensors(const NamedTensors& a, const NamedTensors& b) {
   return true;
 }
 
-Config test_config(const std::string& dir) {
-  Config c;
-  c.directory = dir;
-  c.capacity_bytes = 64 * kGiB;
-  c.reserve_free_bytes = 0;
-  return c;
-}
 
 }  // namespace snapcache::test

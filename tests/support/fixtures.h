@@ -1,14 +1,21 @@
-// Deterministic tensors and keys shared by the tests and the helper process.
+// Deterministic tensors and keys for the torch front end's tests (and tests/pipeline, tests/cli)
+// and their helper process. The store's own tests use raw_storages.h, without torch.
 #pragma once
 
 #include <string>
 
 #include "snapcache/snapshot.h"
+#include "support/raw_storages.h"
 
 namespace snapcache::test {
 
-// A key as a loader would build it; `seed` varies the checkpoint path so keys differ.
+// store_key(seed, component) with the torch identity of this process, as a loader builds it.
 Key test_key(int seed, const std::string& component = "dit");
+
+// The torch front end's helper process (helper_main.cpp): publish, load or hold model_tensors.
+#ifdef SNAPCACHE_TEST_HELPER
+inline constexpr const char* kTorchHelper = SNAPCACHE_TEST_HELPER;
+#endif
 
 // A small model-like set: bf16 attention weights, a tied embedding (two names, one storage), a
 // transposed view, an int8 weight with (N, 1) fp32 scales, a zero-size tensor. About `mib` MiB.
@@ -18,7 +25,5 @@ NamedTensors model_tensors(int seed, std::size_t mib = 1);
 bool same_tensor(const at::Tensor& a, const at::Tensor& b);
 // Same names, and same_tensor for each, in order.
 bool same_tensors(const NamedTensors& a, const NamedTensors& b);
-
-Config test_config(const std::string& dir);
 
 }  // namespace snapcache::test

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
@@ -79,12 +80,22 @@ void rename_path(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0) throw std::runtime_error("rename " + from);
 }
 
-void bump_mtime(const std::string& path, int seconds) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("stat " + path);
-  struct timespec times[2] = {st.st_atim, st.st_mtim};
-  times[1].tv_sec += seconds;
+void set_age(const std::string& path, std::int64_t seconds_ago) {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
+  struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(secs), 0}};
   if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) throw std::runtime_error("utimensat " + path);
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) throw std::runtime_error("open " + path);
+  unsigned char b = 0;
+  bool ok = ::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  b ^= 0x5a;
+  ok = ok && ::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("flip byte " + std::to_string(offset) + " in " + path);
 }
 
 std::size_t count_entries(const std::string& dir, bool directories_only) {

@@ -32,7 +32,10 @@ std::uint64_t file_size(const std::string& path);
 void resize_file(const std::string& path, std::uint64_t size);
 void remove_path(const std::string& path);  // file or whole tree
 void rename_path(const std::string& from, const std::string& to);
-void bump_mtime(const std::string& path, int seconds);
+// Sets a file's mtime to `seconds_ago` before now (negative: in the future); its identity changes.
+void set_age(const std::string& path, std::int64_t seconds_ago);
+// XORs the byte at `offset` with 0x5a: damage a checksum must catch.
+void flip_byte(const std::string& path, std::uint64_t offset);
 std::size_t count_entries(const std::string& dir, bool directories_only = false);
 
 }  // namespace snapcache::test

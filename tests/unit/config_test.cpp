@@ -2,27 +2,19 @@
 
 #include "snapcache/config.h"
 #include "support/catch.h"
+#include "support/env_guard.h"
+#include "support/temp_dir.h"
 
 using namespace snapcache;
 
-namespace {
-struct EnvGuard {
-  explicit EnvGuard(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const char* n : {"SNAPCACHE_DIR", "SNAPCACHE_DISABLE", "SNAPCACHE_CAPACITY_GIB", "SNAPCACHE_RESERVE_GIB"})
-      ::unsetenv(n);
-    for (auto [n, v] : vars) ::setenv(n, v, 1);
-  }
-  ~EnvGuard() {
-    for (const char* n : {"SNAPCACHE_DIR", "SNAPCACHE_DISABLE", "SNAPCACHE_CAPACITY_GIB", "SNAPCACHE_RESERVE_GIB"})
-      ::unsetenv(n);
-  }
-};
-}  // namespace
 
 TEST_CASE("config defaults", "[config]") {
-  EnvGuard env({});
+  test::TempDir home;  // no settings file in it
+  test::EnvGuard env({{"HOME", home.path().c_str()}});
   auto c = Config::from_environment();
   REQUIRE(c.is_ok());
+  CHECK(c->config_file.empty());
+  CHECK(Config::default_directory() == home.path() + "/.cache/snapcache");
   CHECK(c->enabled());
   CHECK(c->capacity_bytes == 128 * kGiB);
   CHECK(c->reserve_free_bytes == 1 * kGiB);
@@ -31,7 +23,8 @@ TEST_CASE("config defaults", "[config]") {
 }
 
 TEST_CASE("config takes environment overrides and says so", "[config]") {
-  EnvGuard env({{"SNAPCACHE_DIR", "/var/cache/snap"}, {"SNAPCACHE_DISABLE", "1"},
+  test::TempDir home;
+  test::EnvGuard env({{"HOME", home.path().c_str()}, {"SNAPCACHE_DIR", "/var/cache/snap"}, {"SNAPCACHE_DISABLE", "1"},
                 {"SNAPCACHE_CAPACITY_GIB", "2.5"}, {"SNAPCACHE_RESERVE_GIB", "0"}});
   auto c = Config::from_environment();
   REQUIRE(c.is_ok());
@@ -48,7 +41,8 @@ TEST_CASE("invalid config values are rejected with a message naming them", "[con
       {"SNAPCACHE_CAPACITY_GIB", "lots"}, {"SNAPCACHE_CAPACITY_GIB", "-3"}, {"SNAPCACHE_RESERVE_GIB", "1GiB"},
       {"SNAPCACHE_DISABLE", "maybe"}, {"SNAPCACHE_DIR", "relative/path"}};
   for (auto [name, value] : bad) {
-    EnvGuard env({{name, value}});
+    test::TempDir home;
+    test::EnvGuard env({{"HOME", home.path().c_str()}, {name, value}});
     auto c = Config::from_environment();
     INFO(name << "=" << value);
     REQUIRE_FALSE(c.is_ok());

@@ -4,14 +4,14 @@
 #include "snapcache/key.h"
 #include "snapcache/store.h"
 #include "support/catch.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 #include "support/temp_dir.h"
 #include "util/fault_injection.h"
 
 using namespace snapcache;
 
 TEST_CASE("the key encoding round-trips and the id is 32 hex digits", "[key]") {
-  Key key = test::test_key(1);
+  Key key = test::store_key(1);
   key.options["quant"] = "fp8";
   key.topology.extra["ep_rank"] = "3";
   auto decoded = decode_key(encode_key(key));
@@ -24,7 +24,7 @@ TEST_CASE("the key encoding round-trips and the id is 32 hex digits", "[key]") {
 }
 
 TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
-  const Key base = test::test_key(1);
+  const Key base = test::store_key(1);
   std::vector<std::pair<std::string, std::function<void(Key&)>>> changes = {
       {"checkpoint[0].path", [](Key& k) { k.checkpoint[0].path += "x"; }},
       {"size", [](Key& k) { k.checkpoint[0].size++; }},
@@ -66,7 +66,7 @@ TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
 }
 
 TEST_CASE("malformed key bytes are rejected and never crash", "[key]") {
-  std::string bytes = encode_key(test::test_key(3));
+  std::string bytes = encode_key(test::store_key(3));
   for (std::size_t cut = 0; cut < bytes.size(); ++cut) CHECK_FALSE(decode_key(bytes.substr(0, cut)).is_ok());
   CHECK(decode_key("garbage").status().code() == StatusCode::foreign);
 }

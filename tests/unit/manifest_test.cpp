@@ -1,14 +1,14 @@
 #include "format/manifest.h"
 #include "format/stamp.h"
 #include "support/catch.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 
 using namespace snapcache;
 
 namespace {
 Manifest sample() {
   Manifest m;
-  m.key = test::test_key(7);
+  m.key = test::store_key(7);
   m.creation = {123, "0.1.0", "host", 42};
   DataFile f;
   f.name = "data-0000.bin";

@@ -1,9 +1,10 @@
 // Capacity, reserved free space, LRU eviction, switching the cache off.
 #include <thread>
 
-#include "snapcache/snapshot.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/store.h"
 #include "support/catch.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 #include "support/temp_dir.h"
 #include "util/fault_injection.h"
 
@@ -46,19 +47,19 @@ TEST_CASE("publication evicts least-recently-used entries to stay under capacity
   config.capacity_bytes = 7ull << 19;  // 3.5 MiB: room for two ~1.4 MiB entries, not three
   auto store = *Store::open(config);
   for (int seed : {1, 2}) {
-    REQUIRE(publish_tensors(*store, test::test_key(seed), test::model_tensors(seed, 2)).result ==
+    REQUIRE(test::publish_raw(*store, test::store_key(seed), test::raw_model(seed, 2)).result ==
             PublishResult::published);
     age_apart();
   }
   // Use entry 1, so entry 2 is now the least recently used.
-  REQUIRE(load_tensors(*store, test::test_key(1)).lookup.result == LookupResult::hit);
+  REQUIRE(store->lookup(test::store_key(1)).result == LookupResult::hit);
   age_apart();
-  auto third = publish_tensors(*store, test::test_key(3), test::model_tensors(3, 2));
+  auto third = test::publish_raw(*store, test::store_key(3), test::raw_model(3, 2));
   REQUIRE(third.result == PublishResult::published);
-  REQUIRE(third.evicted == std::vector<std::string>{key_id(test::test_key(2))});
-  CHECK(store->total_bytes() <= config.capacity_bytes);
-  CHECK(load_tensors(*store, test::test_key(1)).lookup.result == LookupResult::hit);
-  CHECK(load_tensors(*store, test::test_key(2)).lookup.result == LookupResult::miss);
+  REQUIRE(third.evicted == std::vector<std::string>{key_id(test::store_key(2))});
+  CHECK(total_bytes(*store).value() <= config.capacity_bytes);
+  CHECK(store->lookup(test::store_key(1)).result == LookupResult::hit);
+  CHECK(store->lookup(test::store_key(2)).result == LookupResult::miss);
 }
 
 TEST_CASE("leased entries are never evicted and a publication that cannot fit is skipped with the reason",
@@ -67,21 +68,21 @@ TEST_CASE("leased entries are never evicted and a publication that cannot fit is
   Config config = test::test_config(dir.path());
   config.capacity_bytes = 7ull << 19;
   auto store = *Store::open(config);
-  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2)).result == PublishResult::published);
-  REQUIRE(publish_tensors(*store, test::test_key(2), test::model_tensors(2, 2)).result == PublishResult::published);
-  auto held1 = load_tensors(*store, test::test_key(1));
-  auto held2 = load_tensors(*store, test::test_key(2));
-  REQUIRE(held2.lookup.result == LookupResult::hit);
-  NamedTensors third = test::model_tensors(3, 2);
-  auto out = publish_tensors(*store, test::test_key(3), third);
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2)).result == PublishResult::published);
+  REQUIRE(test::publish_raw(*store, test::store_key(2), test::raw_model(2, 2)).result == PublishResult::published);
+  auto held1 = store->lookup(test::store_key(1));
+  auto held2 = store->lookup(test::store_key(2));
+  REQUIRE(held2.result == LookupResult::hit);
+  test::RawModel third = test::raw_model(3, 2);
+  auto out = test::publish_raw(*store, test::store_key(3), third);
   CHECK(out.result == PublishResult::skipped);
   CHECK(out.status.code() == StatusCode::no_space);
   CHECK(out.status.message().find("2 leased entries could not be evicted") != std::string::npos);
-  CHECK(test::same_tensors(third, test::model_tensors(3, 2)));  // the caller keeps its tensors
+  CHECK(third.storages == test::raw_model(3, 2).storages);  // the caller keeps its bytes
   held2 = {};  // release one lease: now it can go
-  out = publish_tensors(*store, test::test_key(3), third);
+  out = test::publish_raw(*store, test::store_key(3), third);
   CHECK(out.result == PublishResult::published);
-  CHECK(out.evicted == std::vector<std::string>{key_id(test::test_key(2))});
+  CHECK(out.evicted == std::vector<std::string>{key_id(test::store_key(2))});
 }
 
 TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][capacity]") {
@@ -89,10 +90,10 @@ TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][c
   Config config = test::test_config(dir.path());
   config.capacity_bytes = 1ull << 20;
   auto store = *Store::open(config);
-  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2));
+  auto out = test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2));
   CHECK(out.result == PublishResult::skipped);
   CHECK(out.status.message().find("more than the cache capacity") != std::string::npos);
-  CHECK(store->list_entries().empty());
+  CHECK(list_entries(*store).value().empty());
 }
 
 TEST_CASE("a publication leaves the reserved free disk space", "[store][capacity]") {
@@ -101,11 +102,11 @@ TEST_CASE("a publication leaves the reserved free disk space", "[store][capacity
   config.reserve_free_bytes = 1ull << 30;
   auto disk = std::make_shared<SmallDisk>((1ull << 30) + (1ull << 20));  // 1 GiB + 1 MiB free
   auto store = *Store::open(config, disk);
-  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2));
+  auto out = test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2));
   CHECK(out.result == PublishResult::skipped);
   CHECK(out.status.message().find("must stay free") != std::string::npos);
   disk->free_ = 2ull << 30;
-  CHECK(publish_tensors(*store, test::test_key(1), test::model_tensors(1, 2)).result == PublishResult::published);
+  CHECK(test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2)).result == PublishResult::published);
 }
 
 TEST_CASE("a disabled cache touches no disk and says why", "[store][config]") {
@@ -113,30 +114,59 @@ TEST_CASE("a disabled cache touches no disk and says why", "[store][config]") {
   Config config = test::test_config(dir.path() + "/cache");
   config.mode = CacheMode::disabled;
   auto store = *Store::open(config);
-  auto out = publish_tensors(*store, test::test_key(1), test::model_tensors(1));
+  auto out = test::publish_raw(*store, test::store_key(1), test::raw_model(1));
   CHECK(out.result == PublishResult::skipped);
   CHECK(out.status.code() == StatusCode::disabled);
-  auto loaded = load_tensors(*store, test::test_key(1));
-  CHECK(loaded.lookup.result == LookupResult::disabled);
-  CHECK(loaded.lookup.reason.find("disabled") != std::string::npos);
+  auto loaded = store->lookup(test::store_key(1));
+  CHECK(loaded.result == LookupResult::disabled);
+  CHECK(loaded.reason.find("disabled") != std::string::npos);
   CHECK_FALSE(test::path_exists(dir.path() + "/cache"));
 }
 
 TEST_CASE("a miss names the key fields that differ from the nearest entry", "[store][key]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::published);
-  Key other = test::test_key(1);
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1)).result == PublishResult::published);
+  Key other = test::store_key(1);
   other.torch.version = "2.10.0";
-  auto loaded = load_tensors(*store, other);
-  CHECK(loaded.lookup.result == LookupResult::miss);
-  CHECK(loaded.lookup.reason.find("torch.version 2.10.0 != " + test::test_key(1).torch.version) != std::string::npos);
-  CHECK(loaded.lookup.reason.find(key_id(test::test_key(1)).substr(0, 12)) != std::string::npos);
+  auto loaded = store->lookup(other);
+  CHECK(loaded.result == LookupResult::miss);
+  CHECK(loaded.reason.find("torch.version 2.10.0 != " + test::store_key(1).torch.version) != std::string::npos);
+  CHECK(loaded.reason.find(key_id(test::store_key(1)).substr(0, 12)) != std::string::npos);
+}
+
+TEST_CASE("the nearest entry is one of the same component, even when another differs in fewer fields",
+          "[store][key]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  Key wanted = test::store_key(1, "dit");
+  Key other_component = wanted;  // differs only in its component: one field
+  other_component.component = "vae";
+  Key same_component = wanted;  // differs in two fields
+  same_component.dtype = "float16";
+  same_component.precision_policy = "none";
+  // Published in both orders, so the answer cannot depend on the order entries are listed in.
+  for (bool vae_first : {true, false}) {
+    test::TempDir cache;
+    auto s = *Store::open(test::test_config(cache.path()));
+    for (const Key& k : vae_first ? std::vector<Key>{other_component, same_component}
+                                  : std::vector<Key>{same_component, other_component})
+      REQUIRE(test::publish_raw(*s, k, test::raw_model(1)).result == PublishResult::published);
+    auto nearest = nearest_entry(*s, wanted);
+    REQUIRE(nearest);
+    INFO("vae first: " << vae_first);
+    CHECK(nearest->first == key_id(same_component));
+    CHECK(nearest->second.size() == 2);
+    auto missed = s->lookup(wanted);
+    CHECK(missed.result == LookupResult::miss);
+    CHECK(missed.reason.find(key_id(same_component).substr(0, 12)) != std::string::npos);
+  }
+  CHECK_FALSE(nearest_entry(*store, wanted));  // an empty cache has nothing to compare with
 }
 
 TEST_CASE("publishing an existing key is a no-op that reports it", "[store]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  REQUIRE(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::published);
-  CHECK(publish_tensors(*store, test::test_key(1), test::model_tensors(1)).result == PublishResult::already_present);
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1)).result == PublishResult::published);
+  CHECK(test::publish_raw(*store, test::store_key(1), test::raw_model(1)).result == PublishResult::already_present);
 }

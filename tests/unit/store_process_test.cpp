@@ -7,10 +7,11 @@
 #include <random>
 #include <thread>
 
-#include "snapcache/snapshot.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/child_process.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
 using namespace snapcache;
@@ -20,15 +21,15 @@ TEST_CASE("concurrent publishers of one key in separate processes all succeed an
   test::TempDir dir;
   std::vector<std::unique_ptr<test::ChildProcess>> children;
   for (int i = 0; i < 4; ++i)
-    children.push_back(std::make_unique<test::ChildProcess>(std::vector<std::string>{"publish", dir.path(), "31", "8"}));
+    children.push_back(std::make_unique<test::ChildProcess>(test::kStoreHelper, std::vector<std::string>{"publish", dir.path(), "31", "8"}));
   for (auto& c : children) CHECK(c->wait() == 0);
   auto store = *Store::open(test::test_config(dir.path()));
-  auto entries = store->list_entries();
+  auto entries = list_entries(*store).value();
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].state == EntryState::ok);
   CHECK((test::count_entries(dir.path() + "/tmp") == 0));
-  CHECK(test::run_helper({"load", dir.path(), "31"}) == 0);
-  CHECK(store->verify(entries[0].id).status.is_ok());
+  CHECK(test::run_helper(test::kStoreHelper, {"load", dir.path(), "31"}) == 0);
+  CHECK(verify_entry(*store, entries[0].id).status.is_ok());
 }
 
 TEST_CASE("a writer killed at any moment leaves no entry or a whole one and never a torn one", "[store][process]") {
@@ -37,30 +38,30 @@ TEST_CASE("a writer killed at any moment leaves no entry or a whole one and neve
   auto t0 = std::chrono::steady_clock::now();
   {
     test::TempDir probe;
-    REQUIRE(test::run_helper({"publish", probe.path(), "32", "32"}) == 0);
+    REQUIRE(test::run_helper(test::kStoreHelper, {"publish", probe.path(), "32", "32"}) == 0);
   }
   const auto full = std::chrono::steady_clock::now() - t0;
   std::mt19937 rng(1234);
   int whole = 0, none = 0;
   for (int round = 0; round < 12; ++round) {
     test::TempDir cache;
-    test::ChildProcess writer({"publish", cache.path(), "32", "32"});
+    test::ChildProcess writer(test::kStoreHelper, {"publish", cache.path(), "32", "32"});
     REQUIRE(writer.wait_for_line("ready"));
     auto delay = std::chrono::duration_cast<std::chrono::microseconds>(full) * (rng() % 1000) / 1000;
     std::this_thread::sleep_for(delay);
     writer.kill_now();
     auto store = *Store::open(test::test_config(cache.path()));
-    auto loaded = load_tensors(*store, test::test_key(32), nullptr, VerifyPolicy::always_rehash);
-    INFO("round " << round << " killed after " << delay.count() << " us: " << to_string(loaded.lookup.result) << " "
-                  << loaded.lookup.reason);
-    REQUIRE((loaded.lookup.result == LookupResult::hit || loaded.lookup.result == LookupResult::miss));
-    if (loaded.lookup.result == LookupResult::hit) {
+    auto loaded = store->lookup(test::store_key(32), VerifyPolicy::always_rehash);
+    INFO("round " << round << " killed after " << delay.count() << " us: " << to_string(loaded.result) << " "
+                  << loaded.reason);
+    REQUIRE((loaded.result == LookupResult::hit || loaded.result == LookupResult::miss));
+    if (loaded.result == LookupResult::hit) {
       ++whole;
-      CHECK(test::same_tensors(loaded.tensors, test::model_tensors(32, 32)));
+      CHECK(test::same_data(*loaded.snapshot, test::raw_model(32, 32)));
     } else {
       ++none;
       // The dead writer's leftovers are recognised and collected.
-      store->collect_garbage();
+      (void)collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
       CHECK((test::count_entries(cache.path() + "/tmp") == 0));
     }
   }
@@ -71,25 +72,31 @@ TEST_CASE("a writer killed at any moment leaves no entry or a whole one and neve
 TEST_CASE("a lease held by another process blocks eviction until that process ends", "[store][process]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  REQUIRE(publish_tensors(*store, test::test_key(33), test::model_tensors(33, 1)).result == PublishResult::published);
-  const std::string id = key_id(test::test_key(33));
+  REQUIRE(test::publish_raw(*store, test::store_key(33), test::raw_model(33, 1)).result == PublishResult::published);
+  const std::string id = key_id(test::store_key(33));
   {
-    test::ChildProcess holder({"hold", dir.path(), "33"});
+    test::ChildProcess holder(test::kStoreHelper, {"hold", dir.path(), "33"});
     REQUIRE(holder.wait_for_line("holding"));
-    auto removed = store->remove_entry(id);
+    auto removed = remove_entry(*store, id);
     CHECK(removed.status().code() == StatusCode::busy);
     CHECK(removed.status().message().find(std::to_string(holder.pid())) != std::string::npos);
-    auto info = store->entry_info(id);
+    auto info = entry_info(*store, id);
     REQUIRE(info.is_ok());
     CHECK(info->leased);
     CHECK(info->lease_holders == std::vector<int>{holder.pid()});
-    // make_room cannot evict it either.
-    CHECK(store->make_room(store->config().capacity_bytes).code() == StatusCode::no_space);
+    // A publication that needs its room cannot evict it either.
+    Config tight = test::test_config(dir.path());
+    tight.capacity_bytes = total_bytes(*store).value() + (1 << 20);
+    auto tight_store = *Store::open(tight);
+    auto out = test::publish_raw(*tight_store, test::store_key(34), test::raw_model(34, 2));
+    CHECK(out.result == PublishResult::skipped);
+    CHECK(out.status.code() == StatusCode::no_space);
+    CHECK(out.status.message().find("1 leased entries could not be evicted") != std::string::npos);
     holder.kill_now();  // the kernel drops the lock with the process
   }
-  auto info = store->entry_info(id);
+  auto info = entry_info(*store, id);
   REQUIRE(info.is_ok());
   CHECK_FALSE(info->leased);
-  CHECK(store->remove_entry(id).is_ok());
-  CHECK(store->list_entries().empty());
+  CHECK(remove_entry(*store, id).is_ok());
+  CHECK(list_entries(*store).value().empty());
 }

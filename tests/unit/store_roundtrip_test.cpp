@@ -1,193 +1,121 @@
-// Publish, then load in the same process, and compare byte for byte: every dtype, every layout.
-#include <ATen/Functions.h>
-#include <ATen/core/Generator.h>
-#include <ATen/CPUGeneratorImpl.h>
-
+// Publish raw storages, look them up in the same process, and compare byte for byte: every
+// layout the manifest can describe, aliases, zero-size storages, private mappings, lifetimes.
 #include <cstring>
 
-#include "snapcache/snapshot.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/store.h"
 #include "support/catch.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
 using namespace snapcache;
 
 namespace {
 
-at::Tensor patterned(at::IntArrayRef sizes, c10::ScalarType type, int salt) {
-  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
-  auto* p = static_cast<std::uint8_t*>(t.data_ptr());
-  std::size_t n = static_cast<std::size_t>(t.numel()) * t.element_size();
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(i * 31 + static_cast<std::size_t>(salt) * 7);
-  // bool must hold 0/1 to be a valid bool tensor
-  if (type == at::kBool)
-    for (std::size_t i = 0; i < n; ++i) p[i] &= 1;
-  return t;
-}
-
-NamedTensors round_trip(const NamedTensors& tensors, Store& store, int seed = 1) {
-  auto pub = publish_tensors(store, test::test_key(seed), tensors);
+std::shared_ptr<Snapshot> round_trip(Store& store, const test::RawModel& model, int seed = 1) {
+  auto pub = test::publish_raw(store, test::store_key(seed), model);
+  INFO(pub.status.to_string());
   REQUIRE(pub.result == PublishResult::published);
-  auto loaded = load_tensors(store, test::test_key(seed));
-  REQUIRE(loaded.lookup.result == LookupResult::hit);
-  return loaded.tensors;
+  auto found = store.lookup(test::store_key(seed));
+  INFO(found.reason);
+  REQUIRE(found.result == LookupResult::hit);
+  REQUIRE(found.snapshot);
+  return found.snapshot;
 }
 
 }  // namespace
 
-TEST_CASE("every storable dtype round-trips bit for bit", "[store][dtype]") {
+TEST_CASE("storages and their tensor records round-trip byte for byte", "[store][roundtrip]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  NamedTensors tensors;
-  int salt = 0;
-  for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-    auto type = static_cast<c10::ScalarType>(i);
-    if (!to_dtype(type).is_ok()) continue;  // quantized types (checked below)
-    tensors.emplace_back(std::string("t_") + c10::toString(type), patterned({3, 5}, type, ++salt));
-  }
-  // The ones the issue names explicitly must be among them.
-  for (const char* name : {"t_BFloat16", "t_Half", "t_Float8_e4m3fn", "t_Float8_e5m2", "t_Char", "t_Byte", "t_Bool",
-                           "t_ComplexFloat", "t_ComplexDouble", "t_ComplexHalf"}) {
-    bool found = false;
-    for (auto& [n, _] : tensors) found |= n == name;
-    INFO(name);
-    CHECK(found);
-  }
-  NamedTensors back = round_trip(tensors, *store);
-  REQUIRE(back.size() == tensors.size());
-  for (std::size_t i = 0; i < back.size(); ++i) {
-    INFO(back[i].first);
-    CHECK(back[i].first == tensors[i].first);
-    CHECK(back[i].second.scalar_type() == tensors[i].second.scalar_type());
-    CHECK(test::same_tensor(back[i].second, tensors[i].second));
-  }
+  test::RawModel model = test::raw_model(1, 1);
+  auto snap = round_trip(*store, model);
+  CHECK(test::same_data(*snap, model));
+  CHECK(snap->id() == key_id(test::store_key(1)));
+  CHECK(snap->path() == store->entry_path(snap->id()));
+  CHECK(snap->manifest().key == test::store_key(1));
+  CHECK(snap->data_file_path(0) == snap->path() + "/data-0000.bin");
+  CHECK(test::file_size(snap->data_file_path(0)) == snap->manifest().files[0].size);
 }
 
-TEST_CASE("quantized and non-CPU tensors are refused with a reason and nothing is written", "[store][dtype]") {
+TEST_CASE("aliases share one storage again and a zero-size storage stays empty", "[store][layout]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  at::Tensor q = at::quantize_per_tensor(at::ones({4}), 0.1, 0, at::kQInt8);
-  auto pub = publish_tensors(*store, test::test_key(1), {{"q", q}});
-  CHECK(pub.result == PublishResult::skipped);
-  CHECK(pub.status.code() == StatusCode::unsupported);
-  CHECK(pub.status.message().find("'q'") != std::string::npos);
-  CHECK(store->list_entries().empty());
-  at::Tensor conj = at::ones({2}, at::kComplexFloat).conj();
-  CHECK(publish_tensors(*store, test::test_key(1), {{"c", conj}}).status.message().find("resolve_conj") !=
-        std::string::npos);
-}
-
-TEST_CASE("layouts round-trip - views and offsets / strides / zero-size / aliases", "[store][layout]") {
-  test::TempDir dir;
-  auto store = *Store::open(test::test_config(dir.path()));
-  at::Tensor base = patterned({64, 48}, at::kFloat, 1);
-  at::Tensor col = patterned({10, 20}, at::kBFloat16, 2).t();
-  NamedTensors tensors = {
-      {"base", base},
-      {"tied", base},                                   // the same tensor under two names
-      {"rows", base.narrow(0, 5, 10)},                  // offset view
-      {"stepped", base.slice(1, 1, 48, 3)},             // strided view
-      {"transposed", base.t()},                         // non-contiguous
-      {"expanded", patterned({1, 8}, at::kInt, 3).expand({4, 8})},  // stride 0
-      {"col_major", col},
-      {"zero", at::empty({0, 7}, at::kHalf)},
-      {"zero_view", base.narrow(0, 3, 0)},
-      {"scalar", patterned({}, at::kDouble, 4)},
-  };
-  NamedTensors back = round_trip(tensors, *store);
-  REQUIRE(back.size() == tensors.size());
-  for (std::size_t i = 0; i < back.size(); ++i) {
-    INFO(tensors[i].first);
-    CHECK(test::same_tensor(back[i].second, tensors[i].second));
-  }
-  auto impl = [&](const char* name) {
-    for (auto& [n, t] : back)
-      if (n == name) return t.storage().unsafeGetStorageImpl();
+  test::RawModel model = test::raw_model(2, 1);
+  auto snap = round_trip(*store, model, 2);
+  const Manifest& m = snap->manifest();
+  auto record = [&](const std::string& name) -> const TensorRecord& {
+    for (const auto& t : m.tensors)
+      if (t.name == name) return t;
     FAIL("no tensor " << name);
-    return static_cast<c10::StorageImpl*>(nullptr);
+    return m.tensors.front();
   };
-  // Tensors that shared a storage share one again; others do not.
-  CHECK(impl("base") == impl("tied"));
-  CHECK(impl("base") == impl("rows"));
-  CHECK(impl("base") == impl("stepped"));
-  CHECK(impl("base") == impl("transposed"));
-  CHECK(impl("base") != impl("col_major"));
-  CHECK(back[2].second.storage_offset() == 5 * 48);
-  // Writing through one alias is seen through the other, as with the original tensors.
-  back[0].second[0][0] = 1234.5f;
-  CHECK(back[1].second[0][0].item<float>() == 1234.5f);
-  CHECK(back[4].second[0][0].item<float>() == 1234.5f);
+  CHECK(record("embed.weight").storage == record("lm_head.weight").storage);
+  CHECK(record("attn.qkv.weight").storage == record("attn.k_view").storage);
+  CHECK(record("attn.k_view").storage_offset == 256 * 256);
+  CHECK(record("attn.proj.weight_t").strides == std::vector<std::int64_t>{1, 512});
+  CHECK(record("embed.weight").storage != record("attn.qkv.weight").storage);
+  CHECK(m.storages[record("empty.bias").storage].nbytes == 0);
 }
 
 TEST_CASE("storages are aligned to 4 KiB in the mapping", "[store][layout]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  NamedTensors tensors = {{"a", patterned({3}, at::kByte, 1)}, {"b", patterned({5}, at::kByte, 2)}};
-  NamedTensors back = round_trip(tensors, *store);
-  for (auto& [n, t] : back) CHECK(reinterpret_cast<std::uintptr_t>(t.storage().data()) % 4096 == 0);
+  test::RawModel model;
+  model.storages = {std::vector<std::byte>(3, std::byte{1}), std::vector<std::byte>(5, std::byte{2})};
+  model.tensors = {{"a", DType::uint8, {3}, {1}, 0, 0}, {"b", DType::uint8, {5}, {1}, 1, 0}};
+  auto snap = round_trip(*store, model);
+  for (std::uint32_t s = 0; s < 2; ++s) CHECK(reinterpret_cast<std::uintptr_t>(snap->storage_data(s)) % 4096 == 0);
+  CHECK(test::same_data(*snap, model));
 }
 
-TEST_CASE("writes to loaded tensors stay private - the entry on disk is unchanged", "[store][mmap]") {
+TEST_CASE("writes to a snapshot's storages stay private - the entry on disk is unchanged", "[store][mmap]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  NamedTensors tensors = test::model_tensors(5);
-  NamedTensors back = round_trip(tensors, *store, 5);
-  const std::string data_path = store->entry_path(key_id(test::test_key(5))) + "/data-0000.bin";
+  test::RawModel model = test::raw_model(5);
+  auto snap = round_trip(*store, model, 5);
+  const std::string data_path = snap->data_file_path(0);
   const std::string before = test::read_bytes(data_path);
-  for (auto& [n, t] : back)
-    if (t.numel() > 0) t.fill_(0);  // what a post-load method or the runtime might do
+  for (std::uint32_t s = 0; s < model.storages.size(); ++s)  // what a post-load method might do
+    std::memset(snap->storage_data(s), 0, model.storages[s].size());
   CHECK(test::read_bytes(data_path) == before);
-  auto again = load_tensors(*store, test::test_key(5));
-  REQUIRE(again.lookup.result == LookupResult::hit);
-  CHECK(test::same_tensors(again.tensors, tensors));
+  auto again = store->lookup(test::store_key(5));
+  REQUIRE(again.result == LookupResult::hit);
+  CHECK(test::same_data(*again.snapshot, model));
 }
 
-TEST_CASE("tensors keep the mapping and the lease alive after everything else is gone", "[store][lifetime]") {
+TEST_CASE("a snapshot keeps its mapping and the lease alive after the store is gone", "[store][lifetime]") {
   test::TempDir dir;
-  NamedTensors tensors = test::model_tensors(6);
-  at::Tensor survivor;
-  std::string id = key_id(test::test_key(6));
+  test::RawModel model = test::raw_model(6);
+  std::shared_ptr<Snapshot> survivor;
+  const std::string id = key_id(test::store_key(6));
   {
     auto store = *Store::open(test::test_config(dir.path()));
-    REQUIRE(publish_tensors(*store, test::test_key(6), tensors).result == PublishResult::published);
-    auto loaded = load_tensors(*store, test::test_key(6));
-    REQUIRE(loaded.lookup.result == LookupResult::hit);
-    survivor = loaded.tensors[2].second.narrow(0, 1, 2);  // a view of a view
+    survivor = round_trip(*store, model, 6);
   }
-  // Store, outcome, snapshot and the other tensors are gone; the view still reads its bytes...
-  CHECK(test::same_tensor(survivor, tensors[2].second.narrow(0, 1, 2)));
+  // The store and the outcome are gone; the snapshot still reads its bytes...
+  CHECK(test::same_data(*survivor, model));
   // ...and still holds the lease: the entry cannot be evicted.
   auto store = *Store::open(test::test_config(dir.path()));
-  CHECK(store->remove_entry(id).status().code() == StatusCode::busy);
-  survivor = at::Tensor();
-  CHECK(store->remove_entry(id).is_ok());
-}
-
-TEST_CASE("loading does not consume the global RNG", "[store]") {
-  test::TempDir dir;
-  auto store = *Store::open(test::test_config(dir.path()));
-  REQUIRE(publish_tensors(*store, test::test_key(8), test::model_tensors(8)).result == PublishResult::published);
-  at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
-  auto loaded = load_tensors(*store, test::test_key(8));
-  REQUIRE(loaded.lookup.result == LookupResult::hit);
-  at::Tensor after = at::detail::getDefaultCPUGenerator().get_state();
-  CHECK(at::equal(before, after));
+  CHECK(remove_entry(*store, id).status().code() == StatusCode::busy);
+  survivor.reset();
+  CHECK(remove_entry(*store, id).is_ok());
 }
 
 TEST_CASE("a warm load is checked against the expected layout", "[store][layout]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
-  NamedTensors tensors = test::model_tensors(9);
-  REQUIRE(publish_tensors(*store, test::test_key(9), tensors).result == PublishResult::published);
-  ExpectedLayout good = expected_layout_of(tensors);
-  CHECK(load_tensors(*store, test::test_key(9), &good).lookup.result == LookupResult::hit);
+  test::RawModel model = test::raw_model(9);
+  REQUIRE(test::publish_raw(*store, test::store_key(9), model).result == PublishResult::published);
+  ExpectedLayout good = test::expected_layout(model);
+  CHECK(store->lookup(test::store_key(9), VerifyPolicy::trust_identity, &good).result == LookupResult::hit);
 
   auto expect_miss = [&](ExpectedLayout layout, const std::string& words) {
-    auto loaded = load_tensors(*store, test::test_key(9), &layout);
-    CHECK(loaded.lookup.result == LookupResult::miss);
-    CHECK(loaded.tensors.empty());
-    INFO(loaded.lookup.reason);
-    CHECK(loaded.lookup.reason.find(words) != std::string::npos);
+    auto found = store->lookup(test::store_key(9), VerifyPolicy::trust_identity, &layout);
+    CHECK(found.result == LookupResult::miss);
+    CHECK_FALSE(found.snapshot);
+    INFO(found.reason);
+    CHECK(found.reason.find(words) != std::string::npos);
   };
   ExpectedLayout l = good;
   l.pop_back();
@@ -207,4 +135,20 @@ TEST_CASE("a warm load is checked against the expected layout", "[store][layout]
   l = good;
   l[1].alias_group = "elsewhere";  // lm_head is tied to embed in the entry
   expect_miss(l, "share");
+}
+
+TEST_CASE("a storage without data or a layout the manifest cannot hold is refused and nothing is written",
+          "[store][layout]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  std::vector<StorageSource> no_data = {{nullptr, 16}};
+  auto out = store->publish(test::store_key(10), no_data, {{"a", DType::uint8, {16}, {1}, 0, 0}});
+  CHECK(out.result == PublishResult::failed);
+  CHECK(out.status.code() == StatusCode::invalid_argument);
+  test::RawModel model = test::raw_model(10);
+  model.tensors[0].sizes[0] *= 2;  // reaches past its storage
+  out = test::publish_raw(*store, test::store_key(10), model);
+  CHECK(out.result == PublishResult::failed);
+  CHECK(out.status.message().find("invalid tensor layout") != std::string::npos);
+  CHECK(list_entries(*store).value().empty());
 }

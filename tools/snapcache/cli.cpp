@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "render.h"
 
@@ -50,9 +50,15 @@ Store& Context::store() {
   return *store_;
 }
 
+std::vector<EntryInfo> entries_or_fail(Store& store) {
+  auto entries = list_entries(store);
+  if (!entries) throw CliError(kFailure, entries.status().message());
+  return std::move(*entries);
+}
+
 std::vector<EntryInfo> published_entries(Store& store) {
   std::vector<EntryInfo> out;
-  for (auto& e : store.list_entries())
+  for (auto& e : entries_or_fail(store))
     if (e.state != EntryState::unfinished) out.push_back(std::move(e));
   return out;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "snapcache/config.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 
 namespace snapcache::cli {
@@ -54,6 +55,9 @@ class Context {
   std::shared_ptr<Store> store_;
 };
 
+// Every entry and unfinished publication (list_entries); a cache that cannot be listed ends the
+// command with kFailure and the reason.
+std::vector<EntryInfo> entries_or_fail(Store& store);
 // The entries of the cache, unfinished publications left out.
 std::vector<EntryInfo> published_entries(Store& store);
 // The full id of the entry `text` names: a whole id or a prefix that only one entry has.

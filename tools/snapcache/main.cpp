@@ -6,7 +6,7 @@
 #include <exception>
 #include <vector>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "cli.h"
 #include "commands/commands.h"

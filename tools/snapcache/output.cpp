@@ -3,12 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 #include "snapcache/text.h"
 
 namespace snapcache::cli {
@@ -51,11 +50,6 @@ std::string Table::render() const {
 
 void Table::print() const { std::fputs(render().c_str(), stdout); }
 
-std::int64_t now_unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string when(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
   std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
@@ -68,7 +62,7 @@ std::string when(std::int64_t unix_ns) {
 
 std::string ago(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
-  return format_age((now_unix_ns() - unix_ns) / 1'000'000'000) + " ago";
+  return format_age_since(unix_ns) + " ago";
 }
 
 std::string size(std::uint64_t bytes) { return format_size(bytes); }

@@ -29,7 +29,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::int64_t now_unix_ns();
 // "2025-06-01 12:00:03" in local time; "-" for 0.
 std::string when(std::int64_t unix_ns);
 // "3d ago", "12m ago"; "-" for 0.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "output.h"
 

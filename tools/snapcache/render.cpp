@@ -1,6 +1,7 @@
 #include "render.h"
+#include "snapcache/text.h"
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 namespace snapcache::cli {
 
@@ -42,8 +43,6 @@ std::string describe_entry(const EntryInfo& e) {
   return fmt::format("{}, {}, {}, {}", k.component.empty() ? "-" : k.component, checkpoint_text(k),
                      topology_text(k.topology), state_text(e));
 }
-
-std::string hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 
 json key_json(const Key& key) {
   json files = json::array();

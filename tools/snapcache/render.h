@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "output.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 
 namespace snapcache::cli {
@@ -18,7 +19,6 @@ std::string torch_text(const TorchIdentity& torch);
 std::string state_text(const EntryInfo& entry);
 // "dit, /models/x (8 files), tp 0/8 pp 0/1": enough to tell entries apart in a list.
 std::string describe_entry(const EntryInfo& entry);
-std::string hex64(std::uint64_t value);
 
 json key_json(const Key& key);
 json holders_json(const std::vector<int>& pids);

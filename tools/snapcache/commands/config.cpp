@@ -1,5 +1,5 @@
 // snapcache config: the effective configuration and where each value came from.
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "commands/commands.h"
 #include "render.h"

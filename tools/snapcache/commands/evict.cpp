@@ -2,7 +2,7 @@
 // ones down to a size. Never a leased entry: those are reported as skipped, with who holds them.
 #include <map>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "commands/commands.h"
 #include "render.h"
@@ -32,7 +32,9 @@ int run(Context& ctx, const Options& o) {
   // What each entry is, for the report; read before any of them goes.
   std::map<std::string, EntryInfo> known;
   for (auto& e : published_entries(store)) known.emplace(e.id, std::move(e));
-  EvictOutcome out = store.evict(request);
+  auto outcome = evict(store, request);
+  if (!outcome) throw CliError(kFailure, outcome.status().message());
+  const EvictOutcome& out = *outcome;
 
   if (ctx.options.json) {
     json evicted = json::array();

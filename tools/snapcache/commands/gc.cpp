@@ -2,7 +2,7 @@
 // and files that belong to no entry, all older than a grace period.
 #include <algorithm>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
 #include "snapcache/text.h"
 
 #include "commands/commands.h"
@@ -22,12 +22,12 @@ int run(Context& ctx, const Options& o) {
   GarbageOptions options;
   options.dry_run = o.dry_run ? DryRun::yes : DryRun::no;
   options.grace_seconds = grace;
-  auto items = store.collect_garbage(options);
+  auto items = collect_garbage(store, options);
   std::uint64_t freed = 0;
   for (const auto& i : items) freed += i.bytes;
   // Unfinished publications still there (on a dry run: that would be): in progress, or too young.
   std::vector<EntryInfo> kept;
-  for (auto& e : store.list_entries()) {
+  for (auto& e : entries_or_fail(store)) {
     if (e.state != EntryState::unfinished) continue;
     bool taken = std::any_of(items.begin(), items.end(), [&](const GarbageItem& i) { return i.path == e.path; });
     if (!taken) kept.push_back(std::move(e));

@@ -1,10 +1,12 @@
 // snapcache inspect: everything about one entry. Reads only; never changes its LRU position.
 #include <numeric>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands/commands.h"
 #include "render.h"
+#include "snapcache/text.h"
 
 namespace snapcache::cli {
 namespace {
@@ -15,7 +17,6 @@ std::uint64_t tensor_bytes(const TensorRecord& t) {
   return n * element_size(t.dtype);
 }
 
-std::string dims(const std::vector<std::int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 // The chunks of its data file a storage's bytes lie in, as [first, last].
 std::pair<std::uint64_t, std::uint64_t> chunk_span(const Manifest& m, const StorageRecord& s) {
@@ -50,7 +51,7 @@ json inspect_json(const EntryInfo& e) {
                    {"pid", m.creation.pid}};
   for (const auto& f : m.files) {
     json hashes = json::array();
-    for (auto h : f.chunk_hashes) hashes.push_back(hex64(h));
+    for (auto h : f.chunk_hashes) hashes.push_back(format_hex64(h));
     j["files"].push_back({{"name", f.name},
                           {"size", f.size},
                           {"chunk_size", f.chunk_size},
@@ -64,7 +65,7 @@ json inspect_json(const EntryInfo& e) {
     auto [first, last] = chunk_span(m, s);
     json hashes = json::array();
     for (auto c = first; c <= last && c < m.files[s.file].chunk_hashes.size(); ++c)
-      hashes.push_back(hex64(m.files[s.file].chunk_hashes[c]));
+      hashes.push_back(format_hex64(m.files[s.file].chunk_hashes[c]));
     j["storages"].push_back({{"index", i},
                              {"file", m.files[s.file].name},
                              {"offset", s.offset},
@@ -137,7 +138,7 @@ void print_text(const EntryInfo& e) {
     for (std::size_t c = 0; c < f.chunk_hashes.size(); ++c) {
       std::uint64_t begin = c * f.chunk_size;
       chunks.add({std::to_string(c), fmt::format("{}..{}", begin, std::min(begin + f.chunk_size, f.size)),
-                  hex64(f.chunk_hashes[c])});
+                  format_hex64(f.chunk_hashes[c])});
     }
     chunks.print();
   }
@@ -161,7 +162,7 @@ void print_text(const EntryInfo& e) {
   tensors.right_align(5);
   tensors.right_align(6);
   for (const auto& t : m.tensors)
-    tensors.add({t.name, std::string(dtype_name(t.dtype)), dims(t.sizes), dims(t.strides),
+    tensors.add({t.name, std::string(dtype_name(t.dtype)), format_dims(t.sizes), format_dims(t.strides),
                  std::to_string(t.storage_offset), std::to_string(t.storage), std::to_string(tensor_bytes(t))});
   tensors.print();
 }
@@ -175,7 +176,7 @@ Command add_inspect(CLI::App& app, GlobalOptions& options) {
   add_common_options(*cmd, options);
   return {cmd, [id](Context& ctx) {
             Store& store = ctx.store();
-            auto info = store.entry_info(resolve_entry(store, *id));
+            auto info = entry_info(store, resolve_entry(store, *id));
             if (!info) throw CliError(kFailure, info.status().message());
             if (ctx.options.json) print_json(inspect_json(*info));
             else print_text(*info);

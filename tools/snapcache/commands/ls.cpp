@@ -1,5 +1,5 @@
 // snapcache ls: one line per entry, most recently used first.
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "commands/commands.h"
 #include "render.h"
@@ -11,7 +11,7 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
   add_common_options(*cmd, options);
   return {cmd, [](Context& ctx) {
             Store& store = ctx.store();
-            auto entries = store.list_entries();
+            auto entries = entries_or_fail(store);
             std::uint64_t total = 0;
             for (const auto& e : entries) total += e.bytes;
             if (ctx.options.json) {

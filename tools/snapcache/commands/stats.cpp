@@ -1,6 +1,6 @@
 // snapcache stats: size against capacity, free disk against the reserve, entries by state, and
 // the lookup and publication counters every process using the cache keeps.
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "commands/commands.h"
 #include "render.h"
@@ -20,17 +20,19 @@ int run(Context& ctx, const Options& o) {
   Store& store = ctx.store();
   const Config& config = store.config();
   if (o.zero) {
-    Status st = store.zero_counters();
+    Status st = zero_counters(store);
     if (!st) throw CliError(kFailure, "cannot zero the counters: " + st.message());
   }
-  auto counters = store.counters();
+  auto counters = read_counters(store);
   if (!counters) throw CliError(kFailure, "cannot read the counters: " + counters.status().message());
   const CacheCounters& c = *counters;
   auto space = store.fs().space(config.directory);
   if (!space) throw CliError(kFailure, space.status().message());
-  const std::uint64_t used = store.total_bytes();
+  auto measured = total_bytes(store);
+  if (!measured) throw CliError(kFailure, measured.status().message());
+  const std::uint64_t used = *measured;
   std::size_t ok = 0, damaged = 0, unfinished = 0, leased = 0;
-  for (const auto& e : store.list_entries()) {
+  for (const auto& e : entries_or_fail(store)) {
     ok += e.state == EntryState::ok;
     damaged += e.state == EntryState::damaged;
     unfinished += e.state == EntryState::unfinished;

@@ -2,7 +2,8 @@
 // removes damaged entries.
 #include <chrono>
 
-#include "util/fmt.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands/commands.h"
 #include "progress.h"
@@ -18,10 +19,6 @@ struct Options {
   bool no_progress = false;
 };
 
-bool is_damage(StatusCode code) {
-  return code == StatusCode::damaged || code == StatusCode::foreign || code == StatusCode::mismatch;
-}
-
 std::string chunk_text(const DamagedChunk& d) {
   return fmt::format("{} chunk {} (bytes {}..{}): {}", d.file, d.chunk, d.offset, d.offset + d.size,
                      d.tensors.empty() ? "padding only" : "tensors " + fmt::format("{}", fmt::join(d.tensors, ", ")));
@@ -34,7 +31,7 @@ int run(Context& ctx, const Options& o) {
     targets = published_entries(store);
   } else {
     for (const auto& text : o.ids) {
-      auto info = store.entry_info(resolve_entry(store, text));
+      auto info = entry_info(store, resolve_entry(store, text));
       if (!info) throw CliError(kFailure, info.status().message());
       targets.push_back(std::move(*info));
     }
@@ -50,9 +47,9 @@ int run(Context& ctx, const Options& o) {
   std::uint64_t hashed = 0;
   for (const auto& e : targets) {
     bar.set_label(e.id.substr(0, 12));
-    VerifyReport report = store.verify(e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); });
+    VerifyReport report = verify_entry(store, e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); });
     hashed += report.bytes_hashed;
-    const bool bad = !report.status && is_damage(report.status.code());
+    const bool bad = !report.status && is_entry_damage(report.status.code());
     const bool gone = !report.status && report.status.code() == StatusCode::not_found;
     std::string outcome = report.status ? "ok" : bad ? "damaged" : gone ? "gone" : "error";
     bool removed = false;
@@ -60,7 +57,7 @@ int run(Context& ctx, const Options& o) {
     if (bad) {
       ++damaged;
       if (o.repair) {
-        Status st = store.quarantine(e.id, report.status.message());
+        Status st = quarantine(store, e.id, report.status.message());
         removed = st.is_ok();
         if (removed) ++repaired;
         else repair_error = st.message();

@@ -1,6 +1,6 @@
 // snapcache why: for a load that missed, the key fields that differ from the nearest entry. The
 // key comes from a key file (write_key_file), or from the misses the library records.
-#include "util/fmt.h"
+#include <fmt/format.h>
 
 #include "commands/commands.h"
 #include "render.h"
@@ -30,7 +30,7 @@ Wanted find_key(Store& store, const std::string& target) {
   if (!is_hex(target))
     throw CliError(kNotFound, fmt::format("'{}' is neither a key file nor the id of a recorded miss or entry", target));
   std::vector<RecordedMiss> misses;
-  for (auto& m : store.recorded_misses())
+  for (auto& m : recorded_misses(store))
     if (m.id.starts_with(target)) misses.push_back(std::move(m));
   if (misses.size() > 1) {
     std::string list;
@@ -51,7 +51,7 @@ Wanted find_key(Store& store, const std::string& target) {
     throw CliError(kNotFound, fmt::format("no recorded miss or entry matches '{}' (`snapcache why` lists recorded "
                                           "misses)", target));
   }
-  auto info = store.entry_info(id);
+  auto info = entry_info(store, id);
   if (!info || !info->manifest) throw CliError(kFailure, fmt::format("entry {} has no readable key", id));
   return {info->manifest->key, "entry", info->path, 0};
 }
@@ -61,7 +61,7 @@ int explain(Context& ctx, const std::string& target) {
   Wanted w = find_key(store, target);
   const std::string id = key_id(w.key);
   const bool exists = store.fs().stat(store.entry_path(id)).is_ok();
-  auto best = exists ? std::nullopt : store.nearest_entry(w.key);
+  auto best = exists ? std::nullopt : nearest_entry(store, w.key);
   if (ctx.options.json) {
     json n = nullptr;
     if (best) n = {{"id", best->first}, {"differences", differences_json(best->second)}};
@@ -97,14 +97,14 @@ int explain(Context& ctx, const std::string& target) {
 
 int list_misses(Context& ctx) {
   Store& store = ctx.store();
-  auto misses = store.recorded_misses();
+  auto misses = recorded_misses(store);
   json out = json::array();
   Table t({"KEY", "MISSED", "COMPONENT", "CHECKPOINT", "NEAREST ENTRY DIFFERS IN"});
   for (const auto& m : misses) {
     auto key = read_key_file(store.fs(), m.path);
     if (!key) continue;
     const bool exists = store.fs().stat(store.entry_path(m.id)).is_ok();
-    auto best = exists ? std::nullopt : store.nearest_entry(*key);
+    auto best = exists ? std::nullopt : nearest_entry(store, *key);
     std::string diff = exists ? "(published since)" : best ? describe_differences(best->second, 2) : "(no entries)";
     t.add({m.id.substr(0, 12), ago(m.unix_ns), key->component.empty() ? "''" : key->component, checkpoint_text(*key),
            diff});

@@ -1,0 +1,162 @@
+// The maintenance surface of a cache: list entries, prove them sound, remove, evict, collect
+// garbage, read the shared counters and the recorded misses. The `snapcache` command is built on
+// these and nothing else; a loader needs only snapcache/store.h. Entries in use (leased) are
+// never removed, except that damage is quarantined at once (see quarantine).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "snapcache/export.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
+#include "snapcache/status.h"
+#include "snapcache/store.h"
+
+namespace snapcache {
+
+// One chunk that failed its checksum, with the tensors that have bytes in it.
+struct DamagedChunk {
+  std::string file;
+  std::uint64_t chunk = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::vector<std::string> tensors;
+};
+
+struct VerifyReport {
+  std::string entry_id;
+  Status status;  // ok, or why the entry is damaged
+  std::vector<DamagedChunk> damaged_chunks;
+  std::uint64_t bytes_hashed = 0;
+};
+
+enum class EntryState { ok, damaged, unfinished };
+SNAPCACHE_API const char* to_string(EntryState state);
+
+struct EntryInfo {
+  std::string id;
+  std::string path;
+  EntryState state = EntryState::ok;
+  std::string problem;              // why damaged
+  std::optional<Manifest> manifest;  // when it could be read
+  std::uint64_t bytes = 0;          // on disk
+  std::int64_t last_use_unix_ns = 0;
+  bool leased = false;
+  std::vector<int> lease_holders;  // process ids holding the lease (from /proc/locks)
+  // From verified.snap, when present and sound: a full rehash proved the data after its files
+  // changed identity.
+  std::optional<std::int64_t> verified_unix_ns;
+  // Every data file still has the identity it was proven with, so a load trusts the checksums
+  // without reading the data; false means the next load rehashes.
+  bool identity_trusted = false;
+};
+
+// "pid 1234 (python3), pid 99 (?)": lease holders as an operator wants to read them.
+SNAPCACHE_API std::string describe_processes(const std::vector<int>& pids);
+
+enum class DryRun { no, yes };
+
+// What to evict. Without `ids`, `all` or `unused_for_seconds` nothing is selected, unless
+// `to_size` is given, which selects least recently used entries until the cache holds at most
+// that many bytes. Leased entries are never evicted; they are reported as skipped.
+struct EvictRequest {
+  std::vector<std::string> ids;                     // full entry ids
+  bool all = false;
+  std::optional<std::int64_t> unused_for_seconds;   // last use at least this long ago
+  std::optional<std::uint64_t> to_size;             // stop once the cache is this small
+  DryRun dry_run = DryRun::no;
+};
+
+struct EvictOutcome {
+  std::vector<std::string> evicted;                          // least recently used first
+  std::vector<std::uint64_t> evicted_bytes;                  // parallel to `evicted`
+  std::vector<std::pair<std::string, std::string>> skipped;  // id, why
+  std::uint64_t bytes_freed = 0;
+  std::uint64_t bytes_before = 0;  // total_bytes() before
+  std::uint64_t bytes_after = 0;   // and after (as it would be, on a dry run)
+};
+
+struct GarbageOptions {
+  DryRun dry_run = DryRun::no;
+  // Nothing younger than this is touched, so a publication that has not yet taken its lease is
+  // safe. Unfinished publications without a lease file always get at least an hour.
+  std::int64_t grace_seconds = 3600;
+  bool strays = true;  // also files in the cache directory that belong to no entry
+};
+
+struct GarbageItem {
+  std::string path;
+  std::string reason;  // "unfinished publication, its writer is gone", "stray file", ...
+  std::uint64_t bytes = 0;
+};
+
+// Outcomes counted by every process that used this cache directory (kept in <dir>/stats.json).
+// Lookups count what Store::lookup returned; a hit that the caller then rejects (another tensor
+// layout) still counts as a hit.
+struct CacheCounters {
+  std::int64_t since_unix_ns = 0;  // when counting began or was last zeroed; 0: never
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t damaged = 0;
+  std::uint64_t fallbacks = 0;
+  std::uint64_t published = 0;
+  std::uint64_t already_present = 0;
+  std::uint64_t publish_skipped = 0;
+  std::uint64_t publish_failed = 0;
+  std::uint64_t evicted = 0;
+};
+
+// A key a lookup missed, recorded (the newest 64) so `snapcache why` can explain the miss later.
+struct RecordedMiss {
+  std::string id;    // the key's id; no entry had it at the time
+  std::string path;  // key file (see write_key_file)
+  std::int64_t unix_ns = 0;
+};
+
+// Whether a failed check means the entry itself is bad (damaged, foreign, mismatch, unfinished):
+// a load quarantines such an entry and `snapcache verify` reports it as damage. Other codes (I/O
+// errors, permissions) say nothing about the entry.
+SNAPCACHE_API bool is_entry_damage(StatusCode code);
+
+// Every entry, then unfinished publications (in tmp/), most recently used first. Fails when the
+// cache's directories cannot be listed; an entry that cannot be read is listed as damaged.
+SNAPCACHE_API Result<std::vector<EntryInfo>> list_entries(Store& store);
+// Reads only: never changes an entry's last use. not_found when there is no such entry.
+SNAPCACHE_API Result<EntryInfo> entry_info(Store& store, const std::string& id);
+// Rehashes every chunk, and reports as damaged whatever a load would refuse (the same entry check
+// as Store::lookup: manifest, key not matching the id, no lease file, data files missing or of
+// another size). `progress`, when given, is called with the bytes of each chunk hashed, from
+// several threads at once.
+SNAPCACHE_API VerifyReport verify_entry(Store& store, const std::string& id,
+                                        const std::function<void(std::uint64_t)>& progress = {});
+// Removes an unleased entry and returns the bytes it held; busy if leased.
+SNAPCACHE_API Result<std::uint64_t> remove_entry(Store& store, const std::string& id);
+// Takes a damaged entry out of entries/ at once, leased or not (a process that proved it earlier
+// keeps its mapping); its bytes go when the last lease does.
+SNAPCACHE_API Status quarantine(Store& store, const std::string& id, const std::string& why);
+SNAPCACHE_API Result<EvictOutcome> evict(Store& store, const EvictRequest& request);
+// Removes unfinished publications whose writer is gone, and trash; with `options`, also those
+// older than a grace period and files that belong to no entry.
+SNAPCACHE_API std::vector<GarbageItem> collect_garbage(Store& store, const GarbageOptions& options);
+// Bytes under entries/, tmp/ and trash/.
+SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);
+
+// Counters and recorded misses are observability, not data: they go through the POSIX file
+// system (never the store's), are best effort, and never change an outcome.
+SNAPCACHE_API Result<CacheCounters> read_counters(const Store& store);
+SNAPCACHE_API Status zero_counters(Store& store);
+SNAPCACHE_API std::vector<RecordedMiss> recorded_misses(const Store& store);  // newest first
+
+// The stored key of every readable entry, for "which fields differ" messages.
+SNAPCACHE_API Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store);
+// The entry whose key differs from `key` in the fewest fields, with those differences; an entry
+// of the same component is preferred to any entry of another.
+SNAPCACHE_API std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store,
+                                                                                            const Key& key);
+
+}  // namespace snapcache

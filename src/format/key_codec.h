@@ -1,0 +1,28 @@
+// The canonical key encoding (snapcache/key.h: encode_key, decode_key, key_id). Field order and
+// tags are fixed and maps are sorted (std::map), so equal keys give equal bytes and thus equal ids:
+// id = hex(XXH3-128(encode_key(key))).
+//
+// key grammar (integers little-endian; str as in codec.h):
+//   key        = "SNAPKEY" encoding_version:u8 format_version:u32 files source torch dtype policy
+//                topology component options
+//   files      = count:u32 { path:str size:u64 mtime_ns:i64 ctime_ns:i64 device:u64 inode:u64
+//                            digest:str }
+//   source     = str                 ; caller's loader identity (see digest_source_files)
+//   torch      = version:str cuda:str abi:str
+//   dtype      = str
+//   policy     = str                 ; mixed-precision policy
+//   topology   = tp_rank:u32 tp_size:u32 pp_rank:u32 pp_size:u32 extra:map
+//   component  = str
+//   options    = map
+//   map        = count:u32 { name:str value:str }
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace snapcache::format {
+
+inline constexpr std::string_view kKeyMagic = "SNAPKEY";
+inline constexpr std::uint8_t kKeyEncodingVersion = 1;
+
+}  // namespace snapcache::format

@@ -1,0 +1,20 @@
+// What a Snapshot holds: the entry's manifest, one private mapping per data file, and the shared
+// lease that keeps evictors away while any of it is in use.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "snapcache/store.h"
+
+namespace snapcache {
+
+struct Snapshot::Impl {
+  std::string id;
+  std::string path;
+  Manifest manifest;
+  std::vector<MappedRegion> mappings;  // one per data file
+  UniqueFd lease;
+};
+
+}  // namespace snapcache
