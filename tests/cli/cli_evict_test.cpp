@@ -12,7 +12,7 @@ TEST_CASE("cli evict never evicts an entry leased by another process and says wh
   const std::string held = cache.publish(11);
   const std::string free = cache.publish(12, 2);
   const std::uint64_t free_bytes = entry_info(*cache.store, free)->bytes;
-  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "11"});
+  ChildProcess holder(kStoreHelper, {"hold", cache.path(), "11"});
   REQUIRE(holder.wait_for_line("holding"));
 
   auto named = run_cli(with_dir(cache, {"evict", held.substr(0, 8)}));

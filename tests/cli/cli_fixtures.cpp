@@ -16,7 +16,7 @@ Cache::Cache() : store(*Store::open(test_config(dir.path()))) {}
 std::string Cache::publish(int seed, std::size_t mib) {
   PublishOptions options;
   options.chunk_size = 1 << 20;
-  auto out = publish_tensors(*store, test_key(seed), model_tensors(seed, mib), options);
+  auto out = publish_raw(*store, store_key(seed), raw_model(seed, mib), options);
   if (out.result != PublishResult::published) throw std::runtime_error("publish: " + out.status.to_string());
   return out.entry_id;
 }

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "snapcache/maintenance.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/store.h"
 #include "util/file_io.h"
-#include "support/fixtures.h"
+#include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
 namespace snapcache::test {
@@ -20,7 +20,7 @@ struct Cache {
   std::shared_ptr<Store> store;
   Cache();
   const std::string& path() const { return dir.path(); }
-  // Publishes model_tensors(seed, mib) under test_key(seed) in 1 MiB chunks; returns the id.
+  // Publishes raw_model(seed, mib) under store_key(seed) in 1 MiB chunks; returns the id.
   std::string publish(int seed, std::size_t mib = 1);
   std::string lease_path(const std::string& id) const { return store->entry_path(id) + "/lease"; }
   std::string data_path(const std::string& id) const { return store->entry_path(id) + "/data-0000.bin"; }

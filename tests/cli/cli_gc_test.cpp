@@ -84,7 +84,7 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   CHECK_FALSE(path_exists(dead));
   CHECK_FALSE(path_exists(stray_entry_file));
   // The entry itself is untouched and still loads.
-  CHECK(load_tensors(*cache.store, test_key(21)).lookup.result == LookupResult::hit);
+  CHECK(cache.store->lookup(store_key(21)).result == LookupResult::hit);
 
   // Without a grace period the fresh leftovers go too; the locked publication still stays.
   auto now = run_cli(with_dir(cache, {"gc", "--grace", "0"}));

@@ -6,6 +6,7 @@
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
+#include "snapcache/dtype.h"
 #include "support/catch.h"
 #include "support/child_process.h"
 
@@ -22,7 +23,7 @@ TEST_CASE("cli ls lists entries most recently used first", "[cli][ls]") {
   age_apart();
   const std::string b = cache.publish(2);
   age_apart();
-  REQUIRE(load_tensors(*cache.store, test_key(1)).lookup.result == LookupResult::hit);  // a is now the latest
+  REQUIRE(cache.store->lookup(store_key(1)).result == LookupResult::hit);  // a is now the latest
 
   auto run = run_cli(with_dir(cache, {"ls", "--json"}));
   INFO(run.err);
@@ -39,7 +40,7 @@ TEST_CASE("cli ls lists entries most recently used first", "[cli][ls]") {
   CHECK(first["checkpoint"][0] == "/checkpoints/model-1.safetensors");
   CHECK(first["topology"]["tp_size"] == 1);
   CHECK(first["dtype"] == "bfloat16");
-  CHECK(first["torch_version"] == current_torch_identity().version);
+  CHECK(first["torch_version"] == store_key(1).torch.version);
   CHECK(first["bytes"].get<std::uint64_t>() > (1u << 20) / 2);
   CHECK(first["leased"] == false);
   CHECK(first["lease_holders"].empty());
@@ -62,7 +63,7 @@ TEST_CASE("cli ls lists entries most recently used first", "[cli][ls]") {
 TEST_CASE("cli ls names the processes that hold a lease and unfinished publications", "[cli][ls]") {
   Cache cache;
   const std::string id = cache.publish(3);
-  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "3"});
+  ChildProcess holder(kStoreHelper, {"hold", cache.path(), "3"});
   REQUIRE(holder.wait_for_line("holding"));
   REQUIRE(make_directories(cache.store->fs(), cache.path() + "/tmp/" + id + ".1-0-dead").is_ok());
 
@@ -105,7 +106,7 @@ TEST_CASE("cli inspect shows key tensors storages checksums and leases without c
   CHECK(j["key"]["id"] == id);
   CHECK(j["key"]["component"] == "dit");
   CHECK(j["key"]["checkpoint"][0]["path"] == "/checkpoints/model-4.safetensors");
-  CHECK(j["key"]["torch"]["version"] == current_torch_identity().version);
+  CHECK(j["key"]["torch"]["version"] == store_key(4).torch.version);
   CHECK(j["key"]["precision_policy"] == "w8a16");
   CHECK(j["creation"]["pid"].get<int>() > 0);
   CHECK(j["verified_unix_ns"].is_null());
@@ -119,11 +120,6 @@ TEST_CASE("cli inspect shows key tensors storages checksums and leases without c
   CHECK_FALSE(j["storages"].empty());
   CHECK_FALSE(j["storages"][0]["chunk_hashes"].empty());
 
-  const auto expected = model_tensors(4, 2);
-  REQUIRE(j["tensors"].size() == expected.size());
-  std::set<std::string> names;
-  for (const auto& t : j["tensors"]) names.insert(t["name"].get<std::string>());
-  CHECK(names.count("attn.qkv.weight") == 1);
   // Each named tensor must be there: a missing one fails here, it is not skipped.
   auto tensor = [&](const std::string& name) {
     for (const auto& t : j["tensors"])
@@ -131,6 +127,21 @@ TEST_CASE("cli inspect shows key tensors storages checksums and leases without c
     FAIL("inspect --json lists no tensor " << name);
     return nlohmann::json();
   };
+  // Every tensor that was published is shown, with its dtype, shape and layout.
+  const RawModel expected = raw_model(4, 2);
+  REQUIRE(j["tensors"].size() == expected.tensors.size());
+  std::set<std::string> names;
+  for (const auto& t : j["tensors"]) names.insert(t["name"].get<std::string>());
+  CHECK(names.size() == expected.tensors.size());
+  CHECK(names.count("attn.qkv.weight") == 1);
+  for (const TensorRecord& record : expected.tensors) {
+    INFO("tensor " << record.name);
+    const auto shown = tensor(record.name);
+    CHECK(shown["dtype"] == std::string(dtype_name(record.dtype)));
+    CHECK(shown["shape"] == nlohmann::json(record.sizes));
+    CHECK(shown["strides"] == nlohmann::json(record.strides));
+    CHECK(shown["storage_offset"] == record.storage_offset);
+  }
   const auto k_view = tensor("attn.k_view");
   CHECK(k_view["dtype"] == "bfloat16");
   CHECK(k_view["shape"] == nlohmann::json::array({256, 256}));

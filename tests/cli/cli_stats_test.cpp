@@ -12,16 +12,16 @@ using namespace snapcache::test;
 
 TEST_CASE("cli stats shows sizes entries and the hit miss and fallback counters", "[cli][stats]") {
   Cache cache;
-  CHECK(load_tensors(*cache.store, test_key(31)).lookup.result == LookupResult::miss);
+  CHECK(cache.store->lookup(store_key(31)).result == LookupResult::miss);
   cache.publish(31);
   cache.publish(32);
-  for (int i = 0; i < 2; ++i) CHECK(load_tensors(*cache.store, test_key(31)).lookup.result == LookupResult::hit);
+  for (int i = 0; i < 2; ++i) CHECK(cache.store->lookup(store_key(31)).result == LookupResult::hit);
   {
     // A storage failure in another process's store: counted as a fallback.
     auto fs = std::make_shared<FaultInjectingFileSystem>();
     auto faulty = *Store::open(test_config(cache.path()), fs);
     fs->inject({FsOp::stat, EIO, 0, 1, false, ""});
-    CHECK(load_tensors(*faulty, test_key(31)).lookup.result == LookupResult::fallback);
+    CHECK(faulty->lookup(store_key(31)).result == LookupResult::fallback);
   }
   REQUIRE(make_directories(cache.store->fs(), cache.path() + "/tmp/" + std::string(32, 'b') + ".1-0-x").is_ok());
 
@@ -58,6 +58,6 @@ TEST_CASE("cli stats shows sizes entries and the hit miss and fallback counters"
   CHECK(zero.exit_code == 0);
   CHECK(zero.json()["counters"]["hits"] == 0);
   CHECK(zero.json()["hit_rate"].is_null());
-  CHECK(load_tensors(*cache.store, test_key(32)).lookup.result == LookupResult::hit);
+  CHECK(cache.store->lookup(store_key(32)).result == LookupResult::hit);
   CHECK(run_cli(with_dir(cache, {"stats", "--json"})).json()["counters"]["hits"] == 1);
 }

@@ -83,8 +83,8 @@ TEST_CASE("cli verify finds a corrupted byte and names the tensor in its chunk",
   INFO(again.out);
   CHECK(again.exit_code == 0);
   CHECK(contains(again.out, "1 entry verified: 0 damaged"));
-  CHECK(load_tensors(*cache.store, test_key(6)).lookup.result == LookupResult::miss);
-  CHECK(load_tensors(*cache.store, test_key(5)).lookup.result == LookupResult::hit);
+  CHECK(cache.store->lookup(store_key(6)).result == LookupResult::miss);
+  CHECK(cache.store->lookup(store_key(5)).result == LookupResult::hit);
 }
 
 TEST_CASE("cli verify reports a missing data file as damage", "[cli][verify]") {
@@ -132,7 +132,7 @@ TEST_CASE("cli verify agrees with loads about an entry without its lease file", 
 TEST_CASE("cli verify --repair takes a leased damaged entry out of use at once", "[cli][verify]") {
   Cache cache;
   const std::string id = cache.publish(10, 2);
-  ChildProcess holder(kTorchHelper, {"hold", cache.path(), "10"});
+  ChildProcess holder(kStoreHelper, {"hold", cache.path(), "10"});
   REQUIRE(holder.wait_for_line("holding"));
   flip_byte(cache.data_path(id), 10);
   auto run = run_cli(with_dir(cache, {"verify", "--repair", "--json"}));

@@ -11,11 +11,11 @@ using namespace snapcache::test;
 TEST_CASE("cli why names the key fields that differ from the nearest entry", "[cli][why]") {
   Cache cache;
   const std::string published = cache.publish(41);
-  Key wanted = test_key(41);
+  Key wanted = store_key(41);
   wanted.dtype = "float16";
   wanted.topology.tp_size = 2;
   const std::string missed = key_id(wanted);
-  CHECK(load_tensors(*cache.store, wanted).lookup.result == LookupResult::miss);
+  CHECK(cache.store->lookup(wanted).result == LookupResult::miss);
 
   auto list = run_cli(with_dir(cache, {"why", "--json"}));
   INFO(list.out << list.err);
@@ -55,7 +55,7 @@ TEST_CASE("cli why names the key fields that differ from the nearest entry", "[c
 
   // Once the entry exists, the miss is explained by its absence at the time.
   PublishOptions options;
-  REQUIRE(publish_tensors(*cache.store, wanted, model_tensors(41, 1), options).result == PublishResult::published);
+  REQUIRE(publish_raw(*cache.store, wanted, raw_model(41, 1), options).result == PublishResult::published);
   auto later = run_cli(with_dir(cache, {"why", missed}));
   CHECK(later.exit_code == 0);
   CHECK(contains(later.out, "published after the miss"));

@@ -54,31 +54,31 @@ TEST_CASE("counters never make a load or a publication fail", "[cli][library]") 
   // stats.json cannot be written (it is a directory); the misses directory is a file.
   REQUIRE(make_directories(cache.store->fs(), cache.path() + "/stats.json").is_ok());
   write_bytes(cache.path() + "/misses", "in the way");
-  CHECK(load_tensors(*cache.store, test_key(61)).lookup.result == LookupResult::miss);
+  CHECK(cache.store->lookup(store_key(61)).result == LookupResult::miss);
   cache.publish(61);
-  CHECK(load_tensors(*cache.store, test_key(61)).lookup.result == LookupResult::hit);
+  CHECK(cache.store->lookup(store_key(61)).result == LookupResult::hit);
   CHECK(recorded_misses(*cache.store).empty());
 }
 
 TEST_CASE("counters add up across processes and a torn file reads as zero", "[cli][library]") {
   Cache cache;
   cache.publish(62);
-  REQUIRE(run_helper(kTorchHelper, {"load", cache.path(), "62"}) == 0);
-  REQUIRE(run_helper(kTorchHelper, {"load", cache.path(), "62"}) == 0);
-  CHECK(load_tensors(*cache.store, test_key(62)).lookup.result == LookupResult::hit);
+  REQUIRE(run_helper(kStoreHelper, {"load", cache.path(), "62"}) == 0);
+  REQUIRE(run_helper(kStoreHelper, {"load", cache.path(), "62"}) == 0);
+  CHECK(cache.store->lookup(store_key(62)).result == LookupResult::hit);
   auto c = read_counters(*cache.store);
   REQUIRE(c.is_ok());
   CHECK(c->hits == 3);
   CHECK(c->published == 1);
   write_bytes(cache.path() + "/stats.json", "{\"hits\": 4");
   CHECK(read_counters(*cache.store)->hits == 0);
-  CHECK(load_tensors(*cache.store, test_key(62)).lookup.result == LookupResult::hit);
+  CHECK(cache.store->lookup(store_key(62)).result == LookupResult::hit);
   CHECK(read_counters(*cache.store)->hits == 1);
 }
 
 TEST_CASE("only the newest missed keys are kept", "[cli][library]") {
   Cache cache;
-  for (int seed = 100; seed < 170; ++seed) load_tensors(*cache.store, test_key(seed));
+  for (int seed = 100; seed < 170; ++seed) cache.store->lookup(store_key(seed));
   auto misses = recorded_misses(*cache.store);
   CHECK(misses.size() == 64);
   auto key = read_key_file(cache.store->fs(), misses.front().path);

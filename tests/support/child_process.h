@@ -7,8 +7,7 @@
 
 namespace snapcache::test {
 
-// A real second process running a test helper: the store's (kStoreHelper, store_helper_main.cpp,
-// no torch) or the torch front end's (kTorchHelper in fixtures.h, helper_main.cpp).
+// A real second process running a test helper: kStoreHelper (store_helper_main.cpp, no torch).
 class ChildProcess {
  public:
   ChildProcess(const std::string& program, const std::vector<std::string>& helper_args);
@@ -32,7 +31,7 @@ class ChildProcess {
 // Runs the helper to completion; returns its exit code.
 int run_helper(const std::string& program, const std::vector<std::string>& helper_args);
 
-// The store's helper process: publish, load or hold raw storages (see store_helper_main.cpp).
+// The tests' helper process: publish, load or hold raw storages (see store_helper_main.cpp).
 #ifdef SNAPCACHE_STORE_HELPER
 inline constexpr const char* kStoreHelper = SNAPCACHE_STORE_HELPER;
 #endif

@@ -1,5 +1,6 @@
-// Deterministic tensors and keys for the torch front end's tests (and tests/pipeline, tests/cli)
-// and their helper process. The store's own tests use raw_storages.h, without torch.
+// Deterministic tensors and keys for the torch front end's tests and tests/pipeline. The store's
+// tests and the CLI's use raw_storages.h, without torch, and the one helper process
+// (kStoreHelper in child_process.h).
 #pragma once
 
 #include <string>
@@ -11,11 +12,6 @@ namespace snapcache::test {
 
 // store_key(seed, component) with the torch identity of this process, as a loader builds it.
 Key test_key(int seed, const std::string& component = "dit");
-
-// The torch front end's helper process (helper_main.cpp): publish, load or hold model_tensors.
-#ifdef SNAPCACHE_TEST_HELPER
-inline constexpr const char* kTorchHelper = SNAPCACHE_TEST_HELPER;
-#endif
 
 // A small model-like set: bf16 attention weights, a tied embedding (two names, one storage), a
 // transposed view, an int8 weight with (N, 1) fp32 scales, a zero-size tensor. About `mib` MiB.
