@@ -1,6 +1,7 @@
 // FP8 e4m3fn weights with one float32 scale per 128x128 block.
 #include <algorithm>
 
+#include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
 #include "snapcache/text.h"
@@ -40,7 +41,7 @@ class Fp8BlockScale final : public PostLoadMethod {
                       fmt::format("tensor '{}': expected float32 scales [{}, {}] (128x128 blocks of [{}, {}]), got {} {}",
                                   t[i + 1], bn, bk, n, k, c10::toString(s.scalar_type()),
                                   format_dims(s.sizes())));
-      s = s.t().contiguous().t();  // MN-major: the scales of one K-block are adjacent
+      s = pipeline::column_major(s);  // MN-major: the scales of one K-block are adjacent
     }
     return Status::ok();
   }

@@ -1,6 +1,7 @@
 // INT8 per-row weights: scale (N, 1) -> (N,), optional column-major weight.
 #include <algorithm>
 
+#include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
 #include "snapcache/text.h"
@@ -36,7 +37,7 @@ class Int8RowScale final : public PostLoadMethod {
                       fmt::format("tensor '{}': expected a float32 scale of shape ({}, 1), got {} {}", t[i + 1],
                                   w.size(0), c10::toString(s.scalar_type()), format_dims(s.sizes())));
       s = s.reshape({w.size(0)});
-      if (layout_ == WeightLayout::column_major) w = w.t().contiguous().t();
+      if (layout_ == WeightLayout::column_major) w = pipeline::column_major(w);
     }
     return Status::ok();
   }

@@ -1,4 +1,5 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
+#include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
 #include "snapcache/text.h"
@@ -54,7 +55,7 @@ class LayoutConversion final : public PostLoadMethod {
         return Status(StatusCode::invalid_argument,
                       fmt::format("tensor '{}': layout conversion needs a 2-d tensor, got {}", name,
                                   format_dims(t.sizes())));
-      t = layout_ == WeightLayout::column_major ? t.t().contiguous().t() : t.contiguous();
+      t = layout_ == WeightLayout::column_major ? pipeline::column_major(t) : pipeline::row_major(t);
     }
     return Status::ok();
   }

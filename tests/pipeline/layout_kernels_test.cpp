@@ -1,0 +1,70 @@
+// The blocked transpose behind the post-load layout conversions gives exactly what torch's
+// t().contiguous() and contiguous() give: sizes, strides and bytes, for every element size, odd
+// shapes, sizes that are not multiples of the tile, size-1 dimensions, and tensors large enough
+// to be split among threads.
+#include <ATen/Functions.h>
+
+#include <cstring>
+
+#include "pipeline/layout_kernels.h"
+#include "support/catch.h"
+
+using namespace snapcache;
+
+namespace {
+
+// Same dtype, sizes, strides and bytes (all of the storage the tensor spans).
+bool same(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes() || a.strides() != b.strides()) return false;
+  const auto bytes = static_cast<std::size_t>(a.numel()) * a.element_size();
+  return std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
+}
+
+// Deterministic bytes of every dtype's size (not torch's RNG: the values need not be valid floats).
+at::Tensor filled(std::int64_t rows, std::int64_t cols, at::ScalarType type) {
+  at::Tensor t = at::empty({rows, cols}, at::TensorOptions().dtype(type));
+  auto* p = static_cast<unsigned char*>(t.data_ptr());
+  const auto n = static_cast<std::size_t>(t.numel()) * t.element_size();
+  std::uint32_t x = 2463534242u + static_cast<std::uint32_t>(rows * 31 + cols);
+  for (std::size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = static_cast<unsigned char>(x);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("column-major and row-major conversions match torch bit for bit", "[post-load][kernels]") {
+  const at::ScalarType types[] = {at::kChar,  at::kByte,  at::kFloat8_e4m3fn, at::kHalf,          at::kBFloat16,
+                                  at::kFloat, at::kDouble, at::kLong,         at::kComplexDouble, at::kShort};
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1},  {1, 7},   {7, 1},    {3, 5},    {64, 64},
+                                                          {65, 63}, {127, 129}, {200, 3}, {3, 200}, {0, 5},
+                                                          {513, 2049}};
+  for (at::ScalarType type : types) {
+    for (auto [rows, cols] : shapes) {
+      INFO(c10::toString(type) << " [" << rows << ", " << cols << "]");
+      at::Tensor t = filled(rows, cols, type);
+      at::Tensor cm = pipeline::column_major(t);
+      CHECK(same(cm, t.t().contiguous().t()));
+      // And back: the row-major form of a column-major tensor.
+      at::Tensor rm = pipeline::row_major(cm);
+      CHECK(same(rm, cm.contiguous()));
+      CHECK(same(rm, t));
+      // Already in the wanted layout: handed back as it is, as torch does.
+      CHECK(pipeline::row_major(t).is_same(t));
+    }
+  }
+}
+
+TEST_CASE("a layout conversion large enough for several threads matches torch", "[post-load][kernels]") {
+  for (at::ScalarType type : {at::kChar, at::kHalf, at::kFloat}) {
+    INFO(c10::toString(type));
+    at::Tensor t = filled(3001, 2999, type);  // > 8 MiB for half and float: split among threads
+    CHECK(same(pipeline::column_major(t), t.t().contiguous().t()));
+    at::Tensor cm = t.t().contiguous().t();
+    CHECK(same(pipeline::row_major(cm), cm.contiguous()));
+  }
+}
