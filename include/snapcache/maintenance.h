@@ -141,8 +141,9 @@ SNAPCACHE_API Result<std::uint64_t> remove_entry(Store& store, const std::string
 SNAPCACHE_API Status quarantine(Store& store, const std::string& id, const std::string& why);
 SNAPCACHE_API Result<EvictOutcome> evict(Store& store, const EvictRequest& request);
 // Removes unfinished publications whose writer is gone, and trash; with `options`, also those
-// older than a grace period and files that belong to no entry.
-SNAPCACHE_API std::vector<GarbageItem> collect_garbage(Store& store, const GarbageOptions& options);
+// older than a grace period and files that belong to no entry. Fails when one of the cache's
+// directories exists but cannot be listed.
+SNAPCACHE_API Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOptions& options);
 // Bytes under entries/, tmp/ and trash/.
 SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);
 

@@ -98,33 +98,44 @@ class Collector {
   std::vector<GarbageItem> items_;
 };
 
-// Collection is best effort and runs before every publication: a directory that cannot be listed
-// (misses/ does not exist until the first miss) has nothing we could collect.
-std::vector<DirEntry> list(FileSystem& fs, const std::string& dir) {
+// A directory that does not exist (misses/ before the first miss) has nothing to collect; one
+// that cannot be listed is an error, not an empty directory.
+Result<std::vector<DirEntry>> list(FileSystem& fs, const std::string& dir) {
   auto names = fs.list_directory(dir);
-  return names ? std::move(*names) : std::vector<DirEntry>{};
+  if (!names && names.status().code() == StatusCode::not_found) return std::vector<DirEntry>{};
+  return names;
 }
 
 }  // namespace
 
-std::vector<GarbageItem> collect_garbage(Store& store, const GarbageOptions& options) {
+Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOptions& options) {
   FileSystem& fs = store.fs();
   Collector c(fs, options);
   const std::string& dir = store.config().directory;
-  for (const auto& e : list(fs, dir + "/" + store::kTmpDir)) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
-  for (const auto& e : list(fs, dir + "/" + store::kTrashDir)) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
+  auto tmp = list(fs, dir + "/" + store::kTmpDir);
+  if (!tmp) return tmp.status();
+  for (const auto& e : *tmp) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
+  auto trash = list(fs, dir + "/" + store::kTrashDir);
+  if (!trash) return trash.status();
+  for (const auto& e : *trash) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
   if (options.strays) {
-    for (const auto& e : list(fs, dir + "/" + store::kEntriesDir)) {
+    auto entries = list(fs, dir + "/" + store::kEntriesDir);
+    if (!entries) return entries.status();
+    for (const auto& e : *entries) {
       const std::string path = store.entry_path(e.name);
       auto st = fs.stat(path);  // list_directory does not say which names are directories
       if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
       else c.stray(path, " in entries/");
     }
-    for (const auto& e : list(fs, dir + "/" + store::kMissesDir)) {
+    auto misses = list(fs, dir + "/" + store::kMissesDir);
+    if (!misses) return misses.status();
+    for (const auto& e : *misses) {
       bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
       if (!key_file) c.stray(dir + "/" + store::kMissesDir + "/" + e.name, " in misses/");
     }
-    for (const auto& e : list(fs, dir))
+    auto top = list(fs, dir);
+    if (!top) return top.status();
+    for (const auto& e : *top)
       if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
   }
   return c.take_items();

@@ -24,7 +24,7 @@ PublishOptions small_chunks() {
 
 // What publication runs first: unfinished publications of dead writers and trash; no grace, no strays.
 std::vector<GarbageItem> collect_dead(Store& store, DryRun dry_run) {
-  return collect_garbage(store, {.dry_run = dry_run, .grace_seconds = 0, .strays = false});
+  return collect_garbage(store, {.dry_run = dry_run, .grace_seconds = 0, .strays = false}).value();
 }
 
 }  // namespace

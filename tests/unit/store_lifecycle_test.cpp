@@ -1,4 +1,5 @@
 // Capacity, reserved free space, LRU eviction, switching the cache off.
+#include <cerrno>
 #include <thread>
 
 #include "snapcache/maintenance.h"
@@ -169,4 +170,17 @@ TEST_CASE("publishing an existing key is a no-op that reports it", "[store]") {
   auto store = *Store::open(test::test_config(dir.path()));
   REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1)).result == PublishResult::published);
   CHECK(test::publish_raw(*store, test::store_key(1), test::raw_model(1)).result == PublishResult::already_present);
+}
+
+TEST_CASE("garbage collection reports a directory it cannot list instead of finding nothing", "[store][gc]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  REQUIRE(collect_garbage(*store, {}).is_ok());
+  fs->inject({FsOp::list_directory, EACCES, 0, -1, false, "/trash"});
+  auto collected = collect_garbage(*store, {});
+  CHECK(fs->faults_fired() >= 1);
+  REQUIRE_FALSE(collected.is_ok());
+  CHECK(collected.status().code() == StatusCode::permission_denied);
+  CHECK(collected.status().message().find("trash") != std::string::npos);
 }

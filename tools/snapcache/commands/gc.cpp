@@ -22,7 +22,9 @@ int run(Context& ctx, const Options& o) {
   GarbageOptions options;
   options.dry_run = o.dry_run ? DryRun::yes : DryRun::no;
   options.grace_seconds = grace;
-  auto items = collect_garbage(store, options);
+  auto collected = collect_garbage(store, options);
+  if (!collected) throw CliError(kFailure, "cannot collect garbage: " + collected.status().to_string());
+  const std::vector<GarbageItem>& items = *collected;
   std::uint64_t freed = 0;
   for (const auto& i : items) freed += i.bytes;
   // Unfinished publications still there (on a dry run: that would be): in progress, or too young.
