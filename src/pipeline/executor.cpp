@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "snapcache/gpu_upload.h"
 #include "snapcache/host_storage.h"
 #include "snapcache/log.h"
 #include "snapcache/pipeline.h"
@@ -100,17 +101,43 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors
   return host;
 }
 
+// The engine for CUDA devices, the plain copy for others (where it hands CPU tensors back).
+std::shared_ptr<Uploader> default_uploader(c10::Device device) {
+  static const std::shared_ptr<Uploader> staged = staged_uploader();
+  return device.is_cuda() ? staged : per_storage_uploader();
+}
+
+Result<NamedTensors> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
+                                 const HostStorages& host) {
+  auto device = guarded([&] { return uploader.upload(tensors, host, plan.device); });
+  if (!device) return device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(), uploader.name()));
+  if (device->size() != tensors.size())
+    return Status(StatusCode::mismatch, fmt::format("uploader {} returned {} tensors for {}", uploader.name(),
+                                                    device->size(), tensors.size()));
+  return device;
+}
+
+// Uploads with the plan's uploader; when that is not the plain copy and fails, the plain copy
+// uploads instead and the reason says why. A failed upload releases what it allocated.
 Result<NamedTensors> upload(const LoadPlan& plan, const NamedTensors& tensors, const HostStorages& host,
                             LoadReport& report) {
-  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : per_storage_uploader();
-  StageTimer stage(report, "upload");
-  auto device = guarded([&] { return uploader->upload(tensors, host, plan.device); });
-  if (!device) return stage.fail(device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(),
-                                                                            uploader->name())));
-  if (device->size() != tensors.size())
-    return stage.fail(Status(StatusCode::mismatch, fmt::format("uploader {} returned {} tensors for {}",
-                                                                uploader->name(), device->size(), tensors.size())));
-  stage.done(plan.device.is_cpu() ? 0 : host.total_bytes());
+  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : default_uploader(plan.device);
+  const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
+  {
+    StageTimer stage(report, "upload");
+    auto device = upload_with(*uploader, plan, tensors, host);
+    if (device) {
+      stage.done(bytes);
+      return device;
+    }
+    if (uploader == per_storage_uploader()) return stage.fail(device.status());
+    stage.fail(device.status().to_string());
+    report.reason += (report.reason.empty() ? "" : "; ") + device.status().to_string() + "; uploaded by the per-storage copy instead";
+  }
+  StageTimer stage(report, "upload (fallback)");
+  auto device = upload_with(*per_storage_uploader(), plan, tensors, host);
+  if (!device) return stage.fail(device.status());
+  stage.done(bytes);
   return device;
 }
 

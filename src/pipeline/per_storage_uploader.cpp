@@ -50,7 +50,10 @@ class PerStorageUploader final : public Uploader {
 
 }  // namespace
 
-std::shared_ptr<Uploader> per_storage_uploader() { return std::make_shared<PerStorageUploader>(); }
+std::shared_ptr<Uploader> per_storage_uploader() {
+  static const std::shared_ptr<Uploader> plain = std::make_shared<PerStorageUploader>();  // stateless
+  return plain;
+}
 
 Result<NamedTensors> upload_tensors(const NamedTensors& tensors, c10::Device device) {
   auto host = describe_host_storages(tensors);

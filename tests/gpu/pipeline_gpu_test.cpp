@@ -4,7 +4,11 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "dit_model.h"
+#include "snapcache/gpu_upload.h"
+#include "snapcache/host_storage.h"
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
@@ -104,4 +108,89 @@ TEST_CASE("a tier that serves prepared CUDA tensors skips post-load and upload",
   auto wrong = load_model(store.get(), plan);
   REQUIRE_FALSE(wrong.is_ok());
   CHECK(wrong.status().code() == StatusCode::mismatch);
+}
+
+namespace {
+// Every dtype size, aliases (two names, one storage), views at offsets, transposed views, odd
+// sizes that straddle chunk boundaries, and an empty tensor.
+NamedTensors upload_cases() {
+  NamedTensors t;
+  auto bytes = [](std::int64_t n, at::ScalarType type, int seed) {
+    at::Tensor x = at::empty({n}, at::TensorOptions().dtype(type));
+    auto* p = static_cast<std::uint8_t*>(x.data_ptr());
+    for (std::int64_t i = 0; i < n * static_cast<std::int64_t>(x.element_size()); ++i)
+      p[i] = static_cast<std::uint8_t>(i * 131 + seed * 17 + (i >> 9));
+    return x;
+  };
+  const at::ScalarType types[] = {at::kChar, at::kFloat8_e4m3fn, at::kHalf, at::kBFloat16, at::kFloat,
+                                  at::kDouble, at::kComplexDouble, at::kLong};
+  int seed = 0;
+  for (at::ScalarType type : types) {
+    at::Tensor big = bytes(1'000'003, type, ++seed);  // several 1 MiB chunks, ending mid-chunk
+    t.emplace_back(fmt::format("{}.flat", c10::toString(type)), big);
+    t.emplace_back(fmt::format("{}.view", c10::toString(type)), big.narrow(0, 7, 1000).view({10, 100}).t());
+  }
+  at::Tensor tied = bytes(4096, at::kBFloat16, 99).view({64, 64});
+  t.emplace_back("embed.weight", tied);
+  t.emplace_back("lm_head.weight", tied);
+  t.emplace_back("empty", at::empty({0, 5}, at::kFloat));
+  return t;
+}
+}  // namespace
+
+TEST_CASE("the staged upload engine gives what the per-storage copy gives, aliases included", "[gpu]") {
+  const NamedTensors host = upload_cases();
+  auto storages = describe_host_storages(host);
+  REQUIRE(storages.is_ok());
+  const c10::Device cuda(c10::kCUDA, 0);
+  auto plain = per_storage_uploader()->upload(host, *storages, cuda);
+  REQUIRE(plain.is_ok());
+  StagedUploadOptions small;
+  small.chunk_bytes = 1 << 20;  // many chunks, split among the workers
+  small.pinned_bytes = 8 << 20;
+  for (const auto& options : {StagedUploadOptions{}, small}) {
+    INFO("chunk " << options.chunk_bytes);
+    auto staged = staged_uploader(options)->upload(host, *storages, cuda);
+    REQUIRE(staged.is_ok());
+    REQUIRE(staged->size() == host.size());
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      INFO(host[i].first);
+      CHECK((*staged)[i].second.is_cuda());
+      CHECK(demo::identical((*staged)[i].second, (*plain)[i].second));
+      CHECK((*staged)[i].second.storage_offset() == host[i].second.storage_offset());
+      // Views of one host storage view one device storage.
+      for (std::size_t j = 0; j < host.size(); ++j)
+        if (host[j].second.storage().is_alias_of(host[i].second.storage()))
+          CHECK((*staged)[j].second.storage().data() == (*staged)[i].second.storage().data());
+    }
+    const std::size_t last = host.size() - 1;  // lm_head.weight and embed.weight are tied
+    CHECK((*staged)[last - 1].second.data_ptr() == (*staged)[last - 2].second.data_ptr());
+  }
+}
+
+TEST_CASE("load_model uploads with the engine, and falls back with the reason when it cannot", "[gpu]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 512;
+  config.layers = 2;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  auto store = *Store::open(test::test_config(dir / "cache"));
+  auto reference = load_model(nullptr, plan);  // the default: the engine
+  REQUIRE(reference.is_ok());
+  for (const auto& s : reference->report.stages) CHECK((s.stage != "upload" || s.error.empty()));
+  for (const auto& s : reference->report.stages) CHECK(s.stage != "upload (fallback)");
+
+  StagedUploadOptions impossible;
+  impossible.pinned_bytes = 1 << 20;  // smaller than one 64 MiB chunk: the engine refuses
+  plan.uploader = staged_uploader(impossible);
+  auto fallback = load_model(store.get(), plan);
+  REQUIRE(fallback.is_ok());
+  CHECK(fallback->report.reason.find("uploaded by the per-storage copy instead") != std::string::npos);
+  bool fell_back = false;
+  for (const auto& s : fallback->report.stages) fell_back |= s.stage == "upload (fallback)" && s.error.empty();
+  CHECK(fell_back);
+  CHECK(demo::identical(*reference, *fallback));
+  CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *fallback)));
 }

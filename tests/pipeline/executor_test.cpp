@@ -69,6 +69,16 @@ class RecordingUploader final : public Uploader {
   std::map<std::string, bool> written;
 };
 
+class FailingUploader final : public Uploader {
+ public:
+  std::string name() const override { return "failing"; }
+  Result<NamedTensors> upload(const NamedTensors&, const HostStorages&, c10::Device) override {
+    ++calls;
+    return Status(StatusCode::no_space, "device out of memory");
+  }
+  int calls = 0;
+};
+
 class CountingMethod final : public PostLoadMethod {
  public:
   std::string name() const override { return "counting"; }
@@ -218,6 +228,22 @@ TEST_CASE("the uploader seam gets every load's host tensors and knows which stor
     CHECK(uploader->written.at("final_norm.weight"));
   }
   CHECK(uploader->calls == 2);
+}
+
+TEST_CASE("an uploader that fails falls back to the per-storage copy and the report says why", "[executor]") {
+  test::DemoFixture f;
+  LoadedModel ref = f.reference();
+  auto failing = std::make_shared<FailingUploader>();
+  LoadPlan plan = f.plan();
+  plan.uploader = failing;
+  auto loaded = load_model(nullptr, plan);
+  REQUIRE(loaded.is_ok());
+  CHECK(failing->calls == 1);
+  CHECK(stage_named(loaded->report, "upload").error.find("device out of memory") != std::string::npos);
+  CHECK(stage_named(loaded->report, "upload (fallback)").error.empty());
+  CHECK(loaded->report.reason.find("(failing): device out of memory; uploaded by the per-storage copy instead") !=
+        std::string::npos);
+  CHECK(demo::identical(ref, *loaded));
 }
 
 TEST_CASE("exceptions from libtorch and from the plan's hooks come back as a Status", "[executor]") {

@@ -1,0 +1,229 @@
+// Warm and cold loads of the demo model onto the GPU, against what a user would do instead, in one
+// run: the pinned host-to-device copy of the same bytes (the bus, the ceiling), the ordinary load
+// without a cache, Python safetensors' load_file(device="cuda") of the checkpoint, and snapcache's
+// loads: cold (ordinary loader + publication), warm with the upload engine, warm with the plain
+// per-storage copy, and warm with view-only post-load (which isolates the upload path). Every load
+// runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
+//
+//   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE]
+#include <ATen/Context.h>
+#include <ATen/Functions.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dit_model.h"
+#include "snapcache/gpu_upload.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/text.h"
+
+extern char** environ;
+
+using namespace snapcache;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::uint64_t size_mib = 1024;
+  int tp_size = 1;
+  std::string work_dir = "/tmp/snapcache-gpu-bench";
+  std::string json;
+  std::string measure;  // in a child: which load
+};
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+demo::DitConfig config_for(const Options& o) {
+  demo::DitConfig dit;
+  dit.tp_size = o.tp_size;
+  const std::uint64_t per_layer = demo::checkpoint_bytes({dit.hidden, 1, dit.heads, dit.tokens, 0, 1, 1});
+  dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.size_mib * (1ull << 20) / per_layer));
+  return dit;
+}
+
+std::string checkpoint_path(const Options& o, const demo::DitConfig& dit) {
+  return fmt::format("{}/dit-h{}-l{}.safetensors", o.work_dir, dit.hidden, dit.layers);
+}
+
+// In a child process: one load, timed; prints "result SECONDS DEVICE_BYTES" and the stage table.
+int measure(const Options& o) {
+  const demo::DitConfig dit = config_for(o);
+  LoadPlan plan = demo::make_plan(dit, checkpoint_path(o, dit), c10::Device(c10::kCUDA, 0));
+  Config config;
+  config.directory = o.work_dir + "/cache";
+  config.reserve_free_bytes = 0;
+  config.capacity_bytes = 1ull << 40;
+  auto store = Store::open(config);
+  if (!store) return 1;
+  Store* cache = store->get();
+  if (o.measure == "ordinary") cache = nullptr;
+  if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
+  if (o.measure == "warm-view-only") plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
+  // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
+  (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA));
+  const auto t0 = Clock::now();
+  auto model = load_model(cache, plan);
+  (void)cudaDeviceSynchronize();
+  const double seconds = since(t0);
+  if (!model) {
+    std::fprintf(stderr, "%s: %s\n", o.measure.c_str(), model.status().to_string().c_str());
+    return 1;
+  }
+  std::uint64_t bytes = 0;
+  for (const auto& s : model->report.stages)
+    if (s.stage.starts_with("upload")) bytes = std::max(bytes, s.bytes);
+  std::printf("result %.6f %llu %s\n", seconds, static_cast<unsigned long long>(bytes), to_string(model->report.path));
+  std::fprintf(stderr, "%s:\n%s", o.measure.c_str(), model->report.table().c_str());
+  return 0;
+}
+
+// Runs a command, returns its stdout.
+std::string capture(std::vector<std::string> args) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; err == 0 && (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  if (err == 0) ::waitpid(pid, &status, 0);
+  return out;
+}
+
+struct Row {
+  std::string method;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+
+// The bus: pinned host memory to the device, `bytes` in 1 GiB copies, best of three.
+double pinned_copy_seconds(std::uint64_t bytes) {
+  const std::uint64_t piece = std::min<std::uint64_t>(bytes, 1ull << 30);
+  void* host = nullptr;
+  void* device = nullptr;
+  if (cudaHostAlloc(&host, piece, cudaHostAllocDefault) != cudaSuccess || cudaMalloc(&device, piece) != cudaSuccess)
+    return 0;
+  std::memset(host, 1, piece);
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = Clock::now();
+    for (std::uint64_t done = 0; done < bytes; done += piece)
+      (void)cudaMemcpy(device, host, std::min(piece, bytes - done), cudaMemcpyHostToDevice);
+    best = std::min(best, since(t0));
+  }
+  (void)cudaFree(device);
+  (void)cudaFreeHost(host);
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--size-mib") o.size_mib = std::stoull(value);
+    else if (flag == "--tp-size") o.tp_size = std::stoi(value);
+    else if (flag == "--work-dir") o.work_dir = value;
+    else if (flag == "--json") o.json = value;
+    else if (flag == "--measure") o.measure = value;
+  }
+  if (!o.measure.empty()) return measure(o);
+  if (!at::hasCUDA()) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+
+  const demo::DitConfig dit = config_for(o);
+  const std::string checkpoint = checkpoint_path(o, dit);
+  ::mkdir(o.work_dir.c_str(), 0755);
+  struct stat st {};
+  if (::stat(checkpoint.c_str(), &st) != 0) {
+    if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return 1;
+  }
+  {  // start cold
+    Config config;
+    config.directory = o.work_dir + "/cache";
+    EvictRequest all;
+    all.all = true;
+    if (auto store = Store::open(config)) (void)evict(**store, all);
+  }
+  auto child = [&](const std::string& what) -> Row {
+    const std::string out =
+        capture({"/proc/self/exe", "--measure", what, "--size-mib", std::to_string(o.size_mib), "--tp-size",
+                 std::to_string(o.tp_size), "--work-dir", o.work_dir});
+    Row row{what};
+    char path[32] = {};
+    unsigned long long bytes = 0;
+    if (auto at = out.find("result "); at != std::string::npos)
+      std::sscanf(out.c_str() + at, "result %lf %llu %31s", &row.seconds, &bytes, path);
+    row.bytes = bytes;
+    return row;
+  };
+  std::vector<Row> rows;
+  rows.push_back(child("ordinary"));
+  rows.push_back(child("cold"));
+  rows.push_back(child("warm"));
+  rows.push_back(child("warm-plain"));
+  rows.push_back(child("warm-view-only"));
+  const std::uint64_t bytes = rows[2].bytes;
+  rows.insert(rows.begin(), Row{"pinned copy (ceiling)", pinned_copy_seconds(bytes), bytes});
+  double load_file = 0;
+  if (o.tp_size == 1) {  // load_file reads the whole checkpoint: comparable at TP 1 only
+    const std::string script = fmt::format(
+        "import time, torch; from safetensors.torch import load_file; torch.cuda.init(); torch.empty(1, device='cuda'); "
+        "t = time.perf_counter(); d = load_file('{}', device='cuda'); torch.cuda.synchronize(); "
+        "print('result', time.perf_counter() - t, sum(v.numel() * v.element_size() for v in d.values()))",
+        checkpoint);
+    const std::string out = capture({"python3", "-c", script});
+    Row row{"python safetensors load_file(cuda)"};
+    unsigned long long b = 0;
+    if (auto at = out.find("result "); at != std::string::npos) std::sscanf(out.c_str() + at, "result %lf %llu", &row.seconds, &b);
+    row.bytes = b;
+    load_file = row.seconds;
+    rows.push_back(row);
+  }
+
+  std::printf("demo model %s, tp %d (rank 0), %s on the device, page cache warm\n",
+              format_size(demo::checkpoint_bytes(dit)).c_str(), o.tp_size, format_size(bytes).c_str());
+  std::printf("%-36s %10s %10s %14s\n", "method", "seconds", "GB/s", "vs load_file");
+  for (const Row& r : rows) {
+    const double rate = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0;
+    std::printf("%-36s %10.3f %10.2f %14s\n", r.method.c_str(), r.seconds, rate,
+                load_file > 0 && r.seconds > 0 ? fmt::format("{:.2f}x", load_file / r.seconds).c_str() : "-");
+  }
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << "{\"size_mib\": " << o.size_mib << ", \"tp_size\": " << o.tp_size << ", \"device_bytes\": " << bytes
+        << ", \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      out << (i ? ", " : "") << "{\"method\": \"" << rows[i].method << "\", \"seconds\": " << rows[i].seconds
+          << ", \"bytes\": " << rows[i].bytes << "}";
+    out << "]}\n";
+  }
+  return 0;
+}

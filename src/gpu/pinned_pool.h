@@ -1,0 +1,58 @@
+// Pinned (page-locked) host buffers for staging uploads: allocated once, on first use, and kept
+// for the life of the process. Pinning is slow (seconds for many GiB), so a load must never pin
+// memory of the model's size; it borrows from here instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "snapcache/status.h"
+
+namespace snapcache::gpu {
+
+class PinnedPool {
+ public:
+  // The pool for buffers of `buffer_bytes`, holding at most `total_bytes`; one per size pair.
+  static std::shared_ptr<PinnedPool> shared(std::uint64_t total_bytes, std::uint64_t buffer_bytes);
+  ~PinnedPool();
+  PinnedPool(const PinnedPool&) = delete;
+  PinnedPool& operator=(const PinnedPool&) = delete;
+
+  std::uint64_t buffer_bytes() const { return buffer_bytes_; }
+  std::size_t capacity() const { return capacity_; }  // buffers, at most
+
+  // A buffer back to the pool when it goes away.
+  class Buffer {
+   public:
+    Buffer() = default;
+    Buffer(Buffer&& other) noexcept : pool_(other.pool_), data_(other.data_) { other.pool_ = nullptr; }
+    Buffer& operator=(Buffer&&) = delete;
+    Buffer(const Buffer&) = delete;
+    ~Buffer();
+    std::byte* data() const { return static_cast<std::byte*>(data_); }
+
+   private:
+    friend class PinnedPool;
+    Buffer(PinnedPool* pool, void* data) : pool_(pool), data_(data) {}
+    PinnedPool* pool_ = nullptr;
+    void* data_ = nullptr;
+  };
+
+  // A free buffer, pinning a new one if fewer than capacity() exist; busy when all are lent.
+  Result<Buffer> take();
+
+ private:
+  PinnedPool(std::uint64_t buffer_bytes, std::size_t capacity) : buffer_bytes_(buffer_bytes), capacity_(capacity) {}
+  void give_back(void* data);
+
+  const std::uint64_t buffer_bytes_;
+  const std::size_t capacity_;
+  std::mutex mutex_;
+  std::vector<void*> all_;
+  std::vector<void*> free_;
+};
+
+}  // namespace snapcache::gpu
