@@ -7,12 +7,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "snapcache/export.h"
 #include "snapcache/snapshot.h"
 
 namespace snapcache {
+
+// The same bytes, read-only, in an open file: a snapshot's data file, as its lookup verified it.
+struct FileRegion {
+  std::shared_ptr<const void> keep_alive;  // holds the descriptor open (the snapshot)
+  int fd = -1;
+  std::uint64_t offset = 0;  // of the storage's first byte
+};
 
 struct HostStorage {
   const std::byte* data = nullptr;   // start of the storage
@@ -24,6 +33,9 @@ struct HostStorage {
   // A post-load method produced or changed these bytes: they exist only in this process's memory,
   // never in a file the load came from. Declared by the methods (PostLoadMethod::writes).
   bool written_by_post_load = false;
+  // Where an uploader may read the bytes instead (pread into pinned memory is faster than touching
+  // a mapping page by page): set only for storages a tier served from a file and no method wrote.
+  std::optional<FileRegion> file;
 };
 
 struct HostStorages {

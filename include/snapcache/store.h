@@ -77,8 +77,11 @@ class SNAPCACHE_API Snapshot {
   const Manifest& manifest() const;
   // Start of storage `index` in this process's private copy-on-write mapping.
   std::byte* storage_data(std::uint32_t index) const;
-  // The path of data file `file` (an index into manifest().files), for readers that bypass the
-  // mapping (direct I/O to a device).
+  // Data file `file` (an index into manifest().files) opened read-only: the very file whose
+  // identity the lookup checked and mapped, open as long as this snapshot lives. For readers that
+  // bypass the mapping (the upload engine reads untouched storages with pread).
+  int data_file_descriptor(std::uint32_t file) const;
+  // Its path, for messages; read through the descriptor, which cannot have been swapped.
   std::string data_file_path(std::uint32_t file) const;
 
  private:

@@ -4,11 +4,13 @@
 // every tier tried with its answer. The executor knows no tier by name.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "snapcache/export.h"
+#include "snapcache/host_storage.h"
 #include "snapcache/report.h"
 #include "snapcache/snapshot.h"
 
@@ -33,6 +35,8 @@ struct TierAnswer {
   NamedTensors tensors;
   Residence residence = Residence::host;
   Provenance provenance = Provenance::cache;
+  // Served storages whose bytes are also in a file, by the storage's data pointer (see FileRegion).
+  std::map<const void*, FileRegion> files;
 
   SNAPCACHE_API static TierAnswer served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
                            std::string entry_id = {});

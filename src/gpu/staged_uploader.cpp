@@ -7,7 +7,10 @@
 #include <c10/core/TensorImpl.h>
 #include <cuda_runtime_api.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -31,6 +34,20 @@ Status cuda_status(cudaError_t err, const std::string& what) {
   (void)cudaGetLastError();  // clear it, so the next call does not report it again
   return Status(err == cudaErrorMemoryAllocation ? StatusCode::no_space : StatusCode::io_error,
                 fmt::format("{}: {}", what, cudaGetErrorString(err)));
+}
+
+// Bytes of a storage from the file it was served from: the page cache, without faulting in a
+// mapping page by page.
+Status read_file_region(const FileRegion& file, std::uint64_t offset, std::byte* out, std::uint64_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = ::pread(file.fd, out, bytes, static_cast<off_t>(file.offset + offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? Status::from_errno(errno, "reading a snapshot data file") : Status(StatusCode::damaged, "a snapshot data file ends early");
+    out += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::uint64_t>(n);
+  }
+  return Status::ok();
 }
 
 struct Chunk {
@@ -114,7 +131,15 @@ class StagedUploader final : public Uploader {
         const std::size_t i = next.fetch_add(1);
         if (i >= chunks.size()) break;
         const Chunk& c = chunks[i];
-        std::memcpy(buffer->data(), host.storages[c.storage].data + c.offset, c.bytes);
+        const HostStorage& s = host.storages[c.storage];
+        if (s.file) {
+          if (Status st = read_file_region(*s.file, c.offset, buffer->data(), c.bytes); !st) {
+            error.set(st);
+            break;
+          }
+        } else {
+          std::memcpy(buffer->data(), s.data + c.offset, c.bytes);
+        }
         cudaError_t err = cudaMemcpyAsync(arena + offsets[c.storage] + c.offset, buffer->data(), c.bytes,
                                           cudaMemcpyHostToDevice, stream);
         if (err == cudaSuccess) err = cudaStreamSynchronize(stream);

@@ -65,7 +65,8 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
 
 // Post-load methods and precision checks, the same on every host path; then the host storages,
 // each marked with whether a method wrote it (so an uploader never sends it from a file).
-Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors, LoadReport& report) {
+Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors,
+                                     const std::map<const void*, FileRegion>& files, LoadReport& report) {
   // The served storages stay referenced until they are compared: a storage freed by a method
   // could otherwise hand its address to a new one.
   std::vector<c10::Storage> served_storages;
@@ -97,6 +98,7 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors
   for (HostStorage& s : host->storages) {
     s.written_by_post_load = !served.count(s.owner.unsafeGetStorageImpl());
     for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
+    if (auto it = files.find(s.data); it != files.end() && !s.written_by_post_load) s.file = it->second;
   }
   return host;
 }
@@ -209,7 +211,7 @@ Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport
       if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
     }
   }
-  auto host = prepare_on_host(plan, tensors, report);
+  auto host = prepare_on_host(plan, tensors, served->files, report);
   if (!host) return host.status();
   return upload(plan, tensors, *host, report);
 }

@@ -11,6 +11,16 @@ std::uint64_t storage_bytes(const Manifest& m) {
   return total;
 }
 
+// Each storage of the entry is also a region of its data file.
+std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot) {
+  std::map<const void*, FileRegion> files;
+  const Manifest& m = snapshot->manifest();
+  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
+    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
+                                        m.storages[i].offset};
+  return files;
+}
+
 class SnapshotTier final : public Tier {
  public:
   std::string name() const override { return "snapshot"; }
@@ -23,8 +33,10 @@ class SnapshotTier final : public Tier {
       case LookupResult::hit: {
         NamedTensors tensors = tensors_of(lk.snapshot);
         stage.done(storage_bytes(lk.snapshot->manifest()));
-        return TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache, std::move(lk.reason),
-                                  std::move(lk.entry_id));
+        TierAnswer served = TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache,
+                                               std::move(lk.reason), std::move(lk.entry_id));
+        served.files = file_regions(lk.snapshot);
+        return served;
       }
       case LookupResult::miss:
         stage.done();

@@ -27,6 +27,8 @@ std::byte* Snapshot::storage_data(std::uint32_t index) const {
   return impl_->mappings.at(s.file).data() + s.offset;
 }
 
+int Snapshot::data_file_descriptor(std::uint32_t file) const { return impl_->data_files.at(file).get(); }
+
 std::string Snapshot::data_file_path(std::uint32_t file) const {
   return impl_->path + "/" + impl_->manifest.files.at(file).name;
 }
@@ -92,6 +94,7 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
     if (!region) return region.status();
     impl->mappings.push_back(std::move(*region));
   }
+  impl->data_files = std::move(check.data_files);
   // Last use, for LRU eviction. Best effort: a failed touch only makes the entry look older.
   (void)fs.touch(path + "/" + store::kLeaseFile);
   return std::make_shared<Snapshot>(std::move(impl));

@@ -14,6 +14,7 @@ struct Snapshot::Impl {
   std::string path;
   Manifest manifest;
   std::vector<MappedRegion> mappings;  // one per data file
+  std::vector<UniqueFd> data_files;    // the descriptors the lookup checked and mapped, kept open
   UniqueFd lease;
 };
 

@@ -194,3 +194,39 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   CHECK(demo::identical(*reference, *fallback));
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *fallback)));
 }
+
+namespace {
+// Doubles final_norm.weight in place, and says so.
+class DoubleInPlace final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "double-in-place"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {"final_norm.weight"}; }
+  Status apply(NamedTensors& tensors) const override {
+    for (auto& [name, t] : tensors)
+      if (name == "final_norm.weight") t.mul_(2);
+    return Status::ok();
+  }
+};
+}  // namespace
+
+TEST_CASE("the engine reads untouched warm storages from the file, never one a method changed", "[gpu]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 512;
+  config.layers = 2;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  plan.post_load.push_back(std::make_shared<DoubleInPlace>());
+  auto store = *Store::open(test::test_config(dir / "cache"));
+  auto reference = load_model(nullptr, plan);
+  auto cold = load_model(store.get(), plan);
+  auto warm = load_model(store.get(), plan);  // untouched storages come from the data file
+  REQUIRE(reference.is_ok());
+  REQUIRE(cold.is_ok());
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(demo::identical(*reference, *cold));
+  CHECK(demo::identical(*reference, *warm));  // the doubled weight came from memory, not the file
+  CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *warm)));
+}

@@ -61,12 +61,16 @@ class RecordingUploader final : public Uploader {
   std::string name() const override { return "recording"; }
   Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
     ++calls;
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      written[tensors[i].first] = storages.storages[storages.storage_of[i]].written_by_post_load;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const HostStorage& s = storages.storages[storages.storage_of[i]];
+      written[tensors[i].first] = s.written_by_post_load;
+      in_file[tensors[i].first] = s.file.has_value();
+    }
     return per_storage_uploader()->upload(tensors, storages, device);
   }
   int calls = 0;
   std::map<std::string, bool> written;
+  std::map<std::string, bool> in_file;  // an uploader may read it from the snapshot's data file
 };
 
 class FailingUploader final : public Uploader {
@@ -211,6 +215,7 @@ TEST_CASE("the uploader seam gets every load's host tensors and knows which stor
   for (LoadPath expected : {LoadPath::miss, LoadPath::hit}) {
     INFO(to_string(expected));
     uploader->written.clear();
+    uploader->in_file.clear();
     auto loaded = load_model(store.get(), plan);
     REQUIRE(loaded.is_ok());
     CHECK(loaded->report.path == expected);
@@ -226,6 +231,12 @@ TEST_CASE("the uploader seam gets every load's host tensors and knows which stor
     CHECK_FALSE(uploader->written.at("blocks.0.mlp.down.weight"));
     // A method that may write in place marks its targets.
     CHECK(uploader->written.at("final_norm.weight"));
+    // Only a warm load's untouched storages are also in a file; what a method wrote never is.
+    const bool warm = expected == LoadPath::hit;
+    CHECK(uploader->in_file.at("blocks.0.attn.qkv.weight") == warm);
+    CHECK(uploader->in_file.at("blocks.0.mlp.up.weight_scale") == warm);
+    CHECK_FALSE(uploader->in_file.at("blocks.0.attn.proj.weight"));
+    CHECK_FALSE(uploader->in_file.at("final_norm.weight"));
   }
   CHECK(uploader->calls == 2);
 }
