@@ -20,7 +20,7 @@ namespace snapcache {
 
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
-  std::uint64_t chunk_bytes = 64ull << 20;  // one staging buffer
+  std::uint64_t chunk_bytes = 32ull << 20;  // one staging buffer; each worker holds one
   std::size_t threads = 0;                  // 0: the hardware threads, at most 16
 };
 

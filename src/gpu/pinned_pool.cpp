@@ -30,16 +30,23 @@ PinnedPool::Buffer::~Buffer() {
 }
 
 Result<PinnedPool::Buffer> PinnedPool::take() {
-  std::lock_guard lock(mutex_);
-  if (!free_.empty()) {
-    void* p = free_.back();
-    free_.pop_back();
-    return Buffer(this, p);
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      void* p = free_.back();
+      free_.pop_back();
+      return Buffer(this, p);
+    }
+    if (all_.size() + pinning_ >= capacity_)
+      return Status(StatusCode::busy, fmt::format("all {} pinned staging buffers are in use", capacity_));
+    ++pinning_;
   }
-  if (all_.size() >= capacity_)
-    return Status(StatusCode::busy, fmt::format("all {} pinned staging buffers are in use", capacity_));
+  // Pinning is slow (the kernel locks every page); workers pin their buffers at the same time.
   void* p = nullptr;
-  if (cudaError_t err = cudaHostAlloc(&p, buffer_bytes_, cudaHostAllocDefault); err != cudaSuccess) {
+  const cudaError_t err = cudaHostAlloc(&p, buffer_bytes_, cudaHostAllocDefault);
+  std::lock_guard lock(mutex_);
+  --pinning_;
+  if (err != cudaSuccess) {
     (void)cudaGetLastError();
     return Status(StatusCode::no_space, fmt::format("pinning a {}-byte staging buffer failed: {}", buffer_bytes_,
                                                     cudaGetErrorString(err)));

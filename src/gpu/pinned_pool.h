@@ -53,6 +53,7 @@ class PinnedPool {
   std::mutex mutex_;
   std::vector<void*> all_;
   std::vector<void*> free_;
+  std::size_t pinning_ = 0;  // buffers being pinned now, outside the lock
 };
 
 }  // namespace snapcache::gpu
