@@ -48,4 +48,10 @@ struct HostStorages {
 // non-CPU or non-strided tensor, or one that reaches past the end of its storage.
 SNAPCACHE_API Result<HostStorages> describe_host_storages(const NamedTensors& tensors);
 
+// The load's tensors again over `storages` (one per host storage, in the same order, e.g. on a
+// device): same dtypes, shapes, strides and storage offsets, so views stay views and tied tensors
+// stay tied. What every uploader ends with.
+SNAPCACHE_API NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
+                                      const std::vector<c10::Storage>& storages);
+
 }  // namespace snapcache

@@ -98,7 +98,9 @@ class StagedUploader final : public Uploader {
     });
     if (!arena) return arena.status().with_context("device allocation of " + std::to_string(total) + " bytes");
     SNAPCACHE_RETURN_IF_ERROR(copy_all(host, offsets, static_cast<std::byte*>(arena->data_ptr()), device));
-    return guarded([&]() -> Result<NamedTensors> { return views(tensors, host, offsets, *arena, device); });
+    return guarded([&]() -> Result<NamedTensors> {
+      return views_over(tensors, host, storages_in(*arena, host, offsets, device));
+    });
   }
 
  private:
@@ -154,28 +156,20 @@ class StagedUploader final : public Uploader {
     return error.status();
   }
 
-  // The load's tensors over the shared allocation: one storage per host storage, same views.
-  static NamedTensors views(const NamedTensors& tensors, const HostStorages& host,
-                            const std::vector<std::uint64_t>& offsets, const at::Tensor& arena, c10::Device device) {
+  // One device storage per host storage, each a slice of the shared allocation that keeps it alive,
+  // so any tensor or view of the load holds the allocation.
+  static std::vector<c10::Storage> storages_in(const at::Tensor& arena, const HostStorages& host,
+                                               const std::vector<std::uint64_t>& offsets, c10::Device device) {
     std::vector<c10::Storage> storages;
     storages.reserve(host.storages.size());
     auto* base = static_cast<std::byte*>(arena.data_ptr());
     for (std::size_t i = 0; i < host.storages.size(); ++i) {
-      // Each storage holds the allocation alive, so any tensor or view of the load keeps it.
       auto* owner = new c10::Storage(arena.storage());
       c10::DataPtr ptr(base + offsets[i], owner, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, device);
       storages.emplace_back(c10::Storage::use_byte_size_t(), host.storages[i].nbytes, std::move(ptr),
                             /*allocator=*/nullptr, /*resizable=*/false);
     }
-    NamedTensors out;
-    out.reserve(tensors.size());
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const at::Tensor& t = tensors[i].second;
-      at::Tensor d = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()).device(device));
-      d.set_(storages[host.storage_of[i]], t.storage_offset(), t.sizes(), t.strides());
-      out.emplace_back(tensors[i].first, std::move(d));
-    }
-    return out;
+    return storages;
   }
 
   StagedUploadOptions options_;

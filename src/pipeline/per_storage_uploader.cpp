@@ -35,15 +35,7 @@ class PerStorageUploader final : public Uploader {
         }
         on_device.push_back(dst.storage());
       }
-      NamedTensors out;
-      out.reserve(tensors.size());
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const at::Tensor& t = tensors[i].second;
-        at::Tensor d = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()).device(device));
-        d.set_(on_device[host.storage_of[i]], t.storage_offset(), t.sizes(), t.strides());
-        out.emplace_back(tensors[i].first, std::move(d));
-      }
-      return out;
+      return views_over(tensors, host, on_device);
     });
   }
 };

@@ -3,6 +3,7 @@
 #include "snapcache/host_storage.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/Functions.h>
 #include <ATen/core/Tensor.h>
 
 #include <bit>
@@ -59,6 +60,20 @@ Result<HostStorages> describe_host_storages(const NamedTensors& tensors) {
     s.tensors.push_back(i);
     if (t.numel() > 0) s.used_bytes = std::max(s.used_bytes, reach);
     out.storage_of.push_back(it->second);
+  }
+  return out;
+}
+
+NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
+                        const std::vector<c10::Storage>& storages) {
+  NamedTensors out;
+  out.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i].second;
+    const c10::Storage& storage = storages.at(host.storage_of.at(i));
+    at::Tensor view = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()).device(storage.device()));
+    view.set_(storage, t.storage_offset(), t.sizes(), t.strides());
+    out.emplace_back(tensors[i].first, std::move(view));
   }
   return out;
 }

@@ -15,6 +15,25 @@
 
 using namespace snapcache;
 
+namespace {
+// A two-layer demo model on a checkpoint in a temporary directory, loaded onto the GPU.
+struct SmallModel {
+  test::TempDir dir;
+  demo::DitConfig config = [] {
+    demo::DitConfig c;
+    c.hidden = 512;
+    c.layers = 2;
+    return c;
+  }();
+  std::string checkpoint = dir / "model.safetensors";
+  LoadPlan plan;
+  SmallModel() {
+    REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+    plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  }
+};
+}  // namespace
+
 TEST_CASE("on the GPU ordinary and cold and warm loads give bit-identical weights and outputs", "[gpu]") {
   test::TempDir dir;
   demo::DitConfig config;
@@ -84,13 +103,10 @@ class DeviceTier final : public Tier {
 }  // namespace
 
 TEST_CASE("a tier that serves prepared CUDA tensors skips post-load and upload", "[gpu]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 512;
-  config.layers = 2;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  SmallModel m;
+  test::TempDir& dir = m.dir;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
   auto ref = load_model(nullptr, plan);
   REQUIRE(ref.is_ok());
   plan.tiers = {std::make_shared<DeviceTier>(ref->weights), snapshot_tier(), ordinary_tier()};
@@ -169,13 +185,10 @@ TEST_CASE("the staged upload engine gives what the per-storage copy gives, alias
 }
 
 TEST_CASE("load_model uploads with the engine, and falls back with the reason when it cannot", "[gpu]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 512;
-  config.layers = 2;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  SmallModel m;
+  test::TempDir& dir = m.dir;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);  // the default: the engine
   REQUIRE(reference.is_ok());
@@ -210,13 +223,10 @@ class DoubleInPlace final : public PostLoadMethod {
 }  // namespace
 
 TEST_CASE("the engine reads untouched warm storages from the file, never one a method changed", "[gpu]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 512;
-  config.layers = 2;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  SmallModel m;
+  test::TempDir& dir = m.dir;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
   plan.post_load.push_back(std::make_shared<DoubleInPlace>());
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);
