@@ -99,7 +99,7 @@ class StagedUploader final : public Uploader {
     if (!arena) return arena.status().with_context("device allocation of " + std::to_string(total) + " bytes");
     SNAPCACHE_RETURN_IF_ERROR(copy_all(host, offsets, static_cast<std::byte*>(arena->data_ptr()), device));
     return guarded([&]() -> Result<NamedTensors> {
-      return views_over(tensors, host, storages_in(*arena, host, offsets, device));
+      return views_over(tensors, host, storages_in(*arena, host, offsets));
     });
   }
 
@@ -159,13 +159,14 @@ class StagedUploader final : public Uploader {
   // One device storage per host storage, each a slice of the shared allocation that keeps it alive,
   // so any tensor or view of the load holds the allocation.
   static std::vector<c10::Storage> storages_in(const at::Tensor& arena, const HostStorages& host,
-                                               const std::vector<std::uint64_t>& offsets, c10::Device device) {
+                                               const std::vector<std::uint64_t>& offsets) {
     std::vector<c10::Storage> storages;
     storages.reserve(host.storages.size());
     auto* base = static_cast<std::byte*>(arena.data_ptr());
     for (std::size_t i = 0; i < host.storages.size(); ++i) {
       auto* owner = new c10::Storage(arena.storage());
-      c10::DataPtr ptr(base + offsets[i], owner, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, device);
+      c10::DataPtr ptr(base + offsets[i], owner, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); },
+                       arena.device());  // "cuda:0", never a bare "cuda": views must match it exactly
       storages.emplace_back(c10::Storage::use_byte_size_t(), host.storages[i].nbytes, std::move(ptr),
                             /*allocator=*/nullptr, /*resizable=*/false);
     }

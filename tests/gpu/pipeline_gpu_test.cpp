@@ -189,11 +189,13 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   test::TempDir& dir = m.dir;
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
+  plan.device = c10::Device(c10::kCUDA);  // no index, as a server often says it
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);  // the default: the engine
   REQUIRE(reference.is_ok());
   for (const auto& s : reference->report.stages) CHECK((s.stage != "upload" || s.error.empty()));
   for (const auto& s : reference->report.stages) CHECK(s.stage != "upload (fallback)");
+  CHECK(reference->report.reason.find("per-storage copy instead") == std::string::npos);
 
   StagedUploadOptions impossible;
   impossible.pinned_bytes = 1 << 20;  // smaller than one 64 MiB chunk: the engine refuses
