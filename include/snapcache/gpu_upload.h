@@ -5,7 +5,8 @@
 // memory stays within `pinned_bytes` whatever the model's size. All storages of a load share one
 // device allocation; aliases stay aliases.
 //
-// load_model uses it by default for CUDA devices; when it fails (device out of memory, pinned
+// load_model uses it by default for loads of 2 GiB or more onto CUDA devices (below that, pinning
+// the staging buffers in a new process costs more than it saves); when it fails (device out of memory, pinned
 // memory refused, a CUDA error) the load falls back to the per-storage copy and the report says why.
 #pragma once
 

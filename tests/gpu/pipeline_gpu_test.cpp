@@ -190,8 +190,9 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
   plan.device = c10::Device(c10::kCUDA);  // no index, as a server often says it
+  plan.uploader = staged_uploader();     // the default only from 2 GiB on
   auto store = *Store::open(test::test_config(dir / "cache"));
-  auto reference = load_model(nullptr, plan);  // the default: the engine
+  auto reference = load_model(nullptr, plan);
   REQUIRE(reference.is_ok());
   for (const auto& s : reference->report.stages) CHECK((s.stage != "upload" || s.error.empty()));
   for (const auto& s : reference->report.stages) CHECK(s.stage != "upload (fallback)");
