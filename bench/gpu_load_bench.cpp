@@ -1,8 +1,10 @@
 // Warm and cold loads of the demo model onto the GPU, against what a user would do instead, in one
 // run: the pinned host-to-device copy of the same bytes (the bus, the ceiling), the ordinary load
 // without a cache, Python safetensors' load_file(device="cuda") of the checkpoint, and snapcache's
-// loads: cold (ordinary loader + publication), warm with the upload engine, warm with the plain
-// per-storage copy, and warm with view-only post-load (which isolates the upload path). Every load
+// loads: cold (ordinary loader + publication), warm with the upload engine (layout conversions
+// written while staging, every chunk checked), the same without the checks, the same with the
+// conversions written on the host first, warm with the plain per-storage copy, and warm with
+// view-only post-load (which isolates the upload path). Every load
 // runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE]
@@ -72,6 +74,8 @@ int measure(const Options& o) {
   if (o.measure == "ordinary") cache = nullptr;
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
   if (o.measure == "warm-view-only") plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
+  if (o.measure == "warm-unchecked") plan.uploader = staged_uploader({.check_files = false});
+  if (o.measure == "warm-host-post-load") plan.uploader = staged_uploader({.convert_layouts = false});
   // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
   (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA));
   const auto t0 = Clock::now();
@@ -188,6 +192,8 @@ int main(int argc, char** argv) {
   rows.push_back(child("ordinary"));
   rows.push_back(child("cold"));
   rows.push_back(child("warm"));
+  rows.push_back(child("warm-unchecked"));
+  rows.push_back(child("warm-host-post-load"));
   rows.push_back(child("warm-plain"));
   rows.push_back(child("warm-view-only"));
   const std::uint64_t bytes = rows[2].bytes;

@@ -1,13 +1,18 @@
 // The GPU upload engine: host tensors to CUDA tensors at the speed of the bus. Several threads
-// copy storages, in chunks, from wherever they live (a snapshot's mapping, the page cache) into a
-// bounded pool of pinned staging buffers, each chunk sent to the device on the thread's own CUDA
-// stream as soon as it is staged. The pool is allocated once per process and reused, so pinned
-// memory stays within `pinned_bytes` whatever the model's size. All storages of a load share one
-// device allocation; aliases stay aliases.
+// read the load's bytes (snapshot data files with pread, in whole checksum chunks; host memory)
+// into a bounded pool of pinned staging buffers, check every chunk of a snapshot file against its
+// manifest checksum on the way, write pending layout conversions (the post-load transposes) from
+// the staged bytes into a second pinned buffer, and send each buffer to the device on the
+// thread's own CUDA stream as soon as it is staged. The pool is allocated once per process and
+// reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and converted
+// weights never take fresh host memory. All storages of a load share one device allocation;
+// aliases stay aliases.
 //
 // load_model uses it by default for loads of 2 GiB or more onto CUDA devices (below that, pinning
-// the staging buffers in a new process costs more than it saves); when it fails (device out of memory, pinned
-// memory refused, a CUDA error) the load falls back to the per-storage copy and the report says why.
+// the staging buffers in a new process costs more than it saves); when it fails (device out of
+// memory, pinned memory refused, a CUDA error) the load writes the pending conversions on the
+// host, falls back to the per-storage copy and the report says why. A chunk whose bytes differ
+// from its checksum is not retried: the load quarantines the entry and loads from the checkpoint.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +26,14 @@ namespace snapcache {
 
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
-  std::uint64_t chunk_bytes = 32ull << 20;  // one staging buffer; each worker holds one
+  std::uint64_t chunk_bytes = 32ull << 20;  // one staging buffer; each worker holds two
   std::size_t threads = 0;                  // 0: the hardware threads, at most 16
+  // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
+  // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.
+  bool check_files = true;
+  // Write pending layout conversions while staging. Off: the load writes them into host memory
+  // first (the slow path in a new process: every converted byte is a fresh page).
+  bool convert_layouts = true;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool.

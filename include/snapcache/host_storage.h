@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/manifest.h"
 #include "snapcache/snapshot.h"
 
 namespace snapcache {
@@ -21,6 +22,22 @@ struct FileRegion {
   std::shared_ptr<const void> keep_alive;  // holds the descriptor open (the snapshot)
   int fd = -1;
   std::uint64_t offset = 0;  // of the storage's first byte
+  // The file's manifest record (its size, chunk size and chunk checksums), kept alive by
+  // `keep_alive`: an uploader that reads the file can check every chunk on the way.
+  const DataFile* data_file = nullptr;
+};
+
+// Bytes a post-load layout conversion has declared but not written: the transpose of the
+// row-major [rows, cols] matrix of `element_size`-byte elements at `source`, i.e. [cols, rows]
+// row-major. An uploader that converts layouts (Uploader::traits) writes them straight into its
+// pinned staging buffers, so converted weights never take fresh host memory; for any other
+// uploader the load writes them into the storage first.
+struct PendingTranspose {
+  const std::byte* source = nullptr;
+  std::uint64_t rows = 0;
+  std::uint64_t cols = 0;
+  std::uint64_t element_size = 0;
+  std::optional<FileRegion> source_file;  // the source's first byte in a file a tier served from
 };
 
 struct HostStorage {
@@ -36,6 +53,9 @@ struct HostStorage {
   // Where an uploader may read the bytes instead (pread into pinned memory is faster than touching
   // a mapping page by page): set only for storages a tier served from a file and no method wrote.
   std::optional<FileRegion> file;
+  // Set when the bytes are a pending layout conversion: until the uploader (or the load) writes
+  // them, `data` is reserved but unreadable (a read faults instead of returning stale bytes).
+  std::optional<PendingTranspose> pending;
 };
 
 struct HostStorages {

@@ -50,6 +50,12 @@ struct LoadReport {
   std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
   std::vector<StageTime> stages;
   std::optional<PublishOutcome> publish;
+  // On a hit, how much of the served bytes were compared with their checksums during this load:
+  // the upload engine checks every chunk it stages; the rest was trusted because the files'
+  // identities (device, inode, size, mtime, ctime) are those their last full check recorded.
+  std::uint64_t bytes_checked = 0;
+  std::uint64_t bytes_trusted = 0;
+  SNAPCACHE_API std::string integrity() const;  // those two in words, "" when not a hit
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line
   SNAPCACHE_API std::string table() const;    // stages, times and bytes, one per line

@@ -12,10 +12,22 @@
 
 namespace snapcache {
 
+// What an uploader does beyond copying, so the load can rely on it.
+struct UploaderTraits {
+  // Writes the bytes of storages with a pending layout conversion (HostStorage::pending) itself.
+  // Without it, the load writes them into host memory before calling upload.
+  bool converts_layouts = false;
+  // Reads every chunk of each snapshot data file named by a FileRegion and compares it with the
+  // manifest's checksum, failing with StatusCode::damaged before any tensor is handed out.
+  bool checks_files = false;
+};
+
 class SNAPCACHE_API Uploader {
  public:
   virtual ~Uploader();
   virtual std::string name() const = 0;
+  // What it does for loads onto `device`.
+  virtual UploaderTraits traits(c10::Device device) const;
   // Device tensors for `tensors` (whose storages `storages` describes), in the same order, with
   // the same dtypes, shapes, strides and storage offsets; tensors that share a host storage share
   // one device storage. A failure releases what was allocated and says why.

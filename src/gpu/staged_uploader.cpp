@@ -1,22 +1,21 @@
-// The staged upload engine. Work is chunks of storages; each worker thread holds one pinned
-// buffer and one CUDA stream, and for each chunk it takes: copies the host bytes into its buffer
-// (reading the page cache or the snapshot's mapping at memory speed), sends the buffer to the
-// device on its stream, and waits for that copy before refilling the buffer. With many workers the
-// reads of some overlap the bus transfers of others.
+// The staged upload engine. The staging plan (gpu/staging.h) cuts the load into units that fit a
+// pinned buffer: snapshot data files read in whole checksum chunks, host memory in buffer-sized
+// pieces. Each worker thread holds two pinned buffers and one CUDA stream; for each unit it reads
+// (pread from the page cache, never faulting in a mapping page by page), checks every chunk
+// against the manifest, transposes pending layout conversions into its second buffer, sends both
+// to the device on its stream, and waits for those copies before taking the next unit. With many
+// workers the reads and conversions of some overlap the bus transfers of others.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <cuda_runtime_api.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "gpu/pinned_pool.h"
+#include "gpu/staging.h"
 #include "snapcache/gpu_upload.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
@@ -25,35 +24,30 @@
 namespace snapcache {
 namespace {
 
-// Device storages start at this alignment inside the shared allocation, as cudaMalloc's would.
-constexpr std::uint64_t kDeviceAlignment = 512;
-
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-
 Status cuda_status(cudaError_t err, const std::string& what) {
   (void)cudaGetLastError();  // clear it, so the next call does not report it again
   return Status(err == cudaErrorMemoryAllocation ? StatusCode::no_space : StatusCode::io_error,
                 fmt::format("{}: {}", what, cudaGetErrorString(err)));
 }
 
-// Bytes of a storage from the file it was served from: the page cache, without faulting in a
-// mapping page by page.
-Status read_file_region(const FileRegion& file, std::uint64_t offset, std::byte* out, std::uint64_t bytes) {
-  while (bytes > 0) {
-    const ssize_t n = ::pread(file.fd, out, bytes, static_cast<off_t>(file.offset + offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? Status::from_errno(errno, "reading a snapshot data file") : Status(StatusCode::damaged, "a snapshot data file ends early");
-    out += n;
-    offset += static_cast<std::uint64_t>(n);
-    bytes -= static_cast<std::uint64_t>(n);
+// Copies on one stream into the load's device allocation.
+class DeviceSink final : public gpu::StagingSink {
+ public:
+  DeviceSink(std::byte* arena, cudaStream_t stream) : arena_(arena), stream_(stream) {}
+  Status copy(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) override {
+    return check(cudaMemcpyAsync(arena_ + dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   }
-  return Status::ok();
-}
+  Status copy_2d(std::uint64_t dst, std::uint64_t dst_pitch, const std::byte* src, std::uint64_t src_pitch,
+                 std::uint64_t width, std::uint64_t height) override {
+    return check(cudaMemcpy2DAsync(arena_ + dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyHostToDevice,
+                                   stream_));
+  }
+  Status wait() override { return check(cudaStreamSynchronize(stream_)); }
 
-struct Chunk {
-  std::uint32_t storage = 0;
-  std::uint64_t offset = 0;  // within the storage
-  std::uint64_t bytes = 0;
+ private:
+  static Status check(cudaError_t err) { return err == cudaSuccess ? Status::ok() : cuda_status(err, "copying to the device"); }
+  std::byte* arena_;
+  cudaStream_t stream_;
 };
 
 // The first error of any worker; the others stop taking work when one is set.
@@ -76,76 +70,67 @@ class StagedUploader final : public Uploader {
  public:
   explicit StagedUploader(const StagedUploadOptions& options) : options_(options) {}
   std::string name() const override { return "staged upload engine"; }
+  UploaderTraits traits(c10::Device device) const override {
+    // On other devices it is the plain copy.
+    return {.converts_layouts = device.is_cuda() && options_.convert_layouts,
+            .checks_files = device.is_cuda() && options_.check_files};
+  }
 
   Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
-    if (!device.is_cuda()) return per_storage_uploader()->upload(tensors, host, device);
+    if (!device.is_cuda()) {
+      for (const HostStorage& s : host.storages)
+        if (s.pending)
+          return Status(StatusCode::invalid_argument, "pending layout conversions are written only on a CUDA device");
+      return per_storage_uploader()->upload(tensors, host, device);
+    }
     if (host.storage_of.size() != tensors.size())
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
-    if (options_.chunk_bytes == 0 || options_.pinned_bytes < options_.chunk_bytes)
+    // Two buffers per worker: one for what is read, one for what is converted.
+    if (options_.chunk_bytes == 0 || options_.pinned_bytes < 2 * options_.chunk_bytes)
       return Status(StatusCode::invalid_argument,
-                    fmt::format("the pinned staging pool ({} bytes) holds no {}-byte chunk", options_.pinned_bytes,
+                    fmt::format("the pinned staging pool ({} bytes) holds no two {}-byte buffers", options_.pinned_bytes,
                                 options_.chunk_bytes));
+    auto plan = gpu::plan_staging(host, options_.chunk_bytes, options_.check_files);
+    if (!plan) return plan.status().with_context("planning the upload");
     // One device allocation for the whole load, each storage at an aligned offset in it.
-    std::vector<std::uint64_t> offsets;
-    std::uint64_t total = 0;
-    for (const HostStorage& s : host.storages) {
-      offsets.push_back(total);
-      total = align_up(total + s.nbytes, kDeviceAlignment);
-    }
     auto arena = guarded([&]() -> Result<at::Tensor> {
-      return at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(total, 1))},
+      return at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(plan->destination_bytes, 1))},
                        at::TensorOptions().dtype(at::kByte).device(device));
     });
-    if (!arena) return arena.status().with_context("device allocation of " + std::to_string(total) + " bytes");
-    SNAPCACHE_RETURN_IF_ERROR(copy_all(host, offsets, static_cast<std::byte*>(arena->data_ptr()), device));
+    if (!arena)
+      return arena.status().with_context("device allocation of " + std::to_string(plan->destination_bytes) + " bytes");
+    SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device));
     return guarded([&]() -> Result<NamedTensors> {
-      return views_over(tensors, host, storages_in(*arena, host, offsets));
+      return views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets));
     });
   }
 
  private:
-  std::vector<Chunk> chunks_of(const HostStorages& host) const {
-    std::vector<Chunk> chunks;
-    for (std::uint32_t i = 0; i < host.storages.size(); ++i)
-      for (std::uint64_t off = 0; off < host.storages[i].nbytes; off += options_.chunk_bytes)
-        chunks.push_back({i, off, std::min(options_.chunk_bytes, host.storages[i].nbytes - off)});
-    return chunks;
-  }
-
-  Status copy_all(const HostStorages& host, const std::vector<std::uint64_t>& offsets, std::byte* arena,
-                  c10::Device device) {
-    const std::vector<Chunk> chunks = chunks_of(host);
-    if (chunks.empty()) return Status::ok();
+  Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device) {
+    if (plan.units.empty()) return Status::ok();
     auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, options_.chunk_bytes);
     const std::size_t wanted = options_.threads ? options_.threads : util::worker_count();
-    const std::size_t workers = std::min({wanted, pool->capacity(), chunks.size()});
+    const std::size_t workers = std::min({wanted, pool->capacity() / 2, plan.units.size()});
     std::atomic<std::size_t> next{0};
     FirstError error;
     auto work = [&] {
       if (cudaError_t err = cudaSetDevice(device.index() < 0 ? 0 : device.index()); err != cudaSuccess)
         return error.set(cuda_status(err, "selecting the device"));
-      auto buffer = pool->take();
-      if (!buffer) return error.set(buffer.status());
+      auto read = pool->take();
+      if (!read) return error.set(read.status());
+      auto convert = pool->take();
+      if (!convert) return error.set(convert.status());
       cudaStream_t stream = nullptr;
       if (cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); err != cudaSuccess)
         return error.set(cuda_status(err, "creating a copy stream"));
+      DeviceSink sink(arena, stream);
       while (!error.failed()) {
         const std::size_t i = next.fetch_add(1);
-        if (i >= chunks.size()) break;
-        const Chunk& c = chunks[i];
-        const HostStorage& s = host.storages[c.storage];
-        if (s.file) {
-          if (Status st = read_file_region(*s.file, c.offset, buffer->data(), c.bytes); !st) {
-            error.set(st);
-            break;
-          }
-        } else {
-          std::memcpy(buffer->data(), s.data + c.offset, c.bytes);
-        }
-        cudaError_t err = cudaMemcpyAsync(arena + offsets[c.storage] + c.offset, buffer->data(), c.bytes,
-                                          cudaMemcpyHostToDevice, stream);
-        if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-        if (err != cudaSuccess) error.set(cuda_status(err, "copying to the device"));
+        if (i >= plan.units.size()) break;
+        Status st = gpu::stage_unit(plan, plan.units[i], read->data(), convert->data(), sink);
+        // Wait even after a failure: the buffers go back to the pool only when no copy reads them.
+        Status waited = sink.wait();
+        if (!st || !waited) error.set(!st ? st : waited);
       }
       (void)cudaStreamDestroy(stream);
     };

@@ -10,6 +10,8 @@
 #include "snapcache/gpu_upload.h"
 #include "snapcache/host_storage.h"
 #include "snapcache/log.h"
+#include "pipeline/deferred_layout.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
@@ -64,9 +66,12 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
 }
 
 // Post-load methods and precision checks, the same on every host path; then the host storages,
-// each marked with whether a method wrote it (so an uploader never sends it from a file).
+// each marked with whether a method wrote it (so an uploader never sends it from a file). With
+// `deferred`, layout conversions are left pending for the uploader to write (see
+// pipeline/deferred_layout.h); a method that may read their bytes gets them written first.
 Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors,
-                                     const std::map<const void*, FileRegion>& files, LoadReport& report) {
+                                     const std::map<const void*, FileRegion>& files, LoadReport& report,
+                                     pipeline::DeferredLayouts* deferred) {
   // The served storages stay referenced until they are compared: a storage freed by a method
   // could otherwise hand its address to a new one.
   std::vector<c10::Storage> served_storages;
@@ -76,16 +81,23 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
 
   StageTimer post(report, "post-load");
+  std::optional<pipeline::DeferredLayouts::Scope> scope;
+  if (deferred != nullptr) scope.emplace(*deferred);
   for (const auto& method : plan.post_load) {
     const std::string context = "post-load method " + method->name();
     Status st = guarded([&]() -> Status {
+      std::vector<std::string> targets = method->targets(tensors);
+      if (deferred != nullptr)
+        SNAPCACHE_RETURN_IF_ERROR(pipeline::reads_only_targets(*method) ? deferred->materialize(tensors, targets)
+                                                                         : deferred->materialize(tensors));
       if (method->writes() == PostLoadWrites::may_write_in_place)
-        for (auto& name : method->targets(tensors)) written_in_place.insert(std::move(name));
+        for (auto& name : targets) written_in_place.insert(std::move(name));
       return method->apply(tensors);
     });
     if (!st) return post.fail(st.with_context(context));
   }
   post.done();
+  scope.reset();
   if (!plan.precision.rules.empty()) {
     StageTimer precision(report, "precision");
     if (Status st = guarded([&] { return validate_precision(tensors, plan.precision); }); !st)
@@ -99,8 +111,36 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors
     s.written_by_post_load = !served.count(s.owner.unsafeGetStorageImpl());
     for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
     if (auto it = files.find(s.data); it != files.end() && !s.written_by_post_load) s.file = it->second;
+    if (deferred != nullptr) s.pending = deferred->pending(s.owner.unsafeGetStorageImpl(), files);
   }
   return host;
+}
+
+// Writes the pending layout conversions into host memory, for an uploader that does not.
+Status materialize_pending(pipeline::DeferredLayouts* deferred, const NamedTensors& tensors, HostStorages& host) {
+  if (deferred == nullptr || deferred->empty()) return Status::ok();
+  SNAPCACHE_RETURN_IF_ERROR(deferred->materialize(tensors));
+  for (HostStorage& s : host.storages) s.pending.reset();
+  return Status::ok();
+}
+
+// The bytes of the served entry's data files, and of those an uploader that checks files reads
+// (every data file a storage of the load still comes from).
+std::pair<std::uint64_t, std::uint64_t> data_file_bytes(const std::map<const void*, FileRegion>& files,
+                                                        const HostStorages& host) {
+  std::map<const DataFile*, std::uint64_t> all, read;
+  for (const auto& [_, f] : files)
+    if (f.data_file != nullptr) all[f.data_file] = f.data_file->size;
+  for (const HostStorage& s : host.storages) {
+    const FileRegion* f = s.file ? &*s.file : s.pending && s.pending->source_file ? &*s.pending->source_file : nullptr;
+    if (f != nullptr && f->data_file != nullptr) read[f->data_file] = f->data_file->size;
+  }
+  auto sum = [](const auto& m) {
+    std::uint64_t total = 0;
+    for (const auto& [_, bytes] : m) total += bytes;
+    return total;
+  };
+  return {sum(all), sum(read)};
 }
 
 // Below this, a new process's first load is faster with the plain copy: the engine first pins its
@@ -127,22 +167,28 @@ Result<NamedTensors> upload_with(Uploader& uploader, const LoadPlan& plan, const
 
 // Uploads with the plan's uploader; when that is not the plain copy and fails, the plain copy
 // uploads instead and the reason says why. A failed upload releases what it allocated.
-Result<NamedTensors> upload(const LoadPlan& plan, const NamedTensors& tensors, const HostStorages& host,
-                            LoadReport& report) {
+// A checksum mismatch is never retried by another uploader: the bytes themselves are bad.
+// `checked` says whether the plan's uploader (not the plain copy after it) did the upload.
+Result<NamedTensors> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
+                            HostStorages& host, pipeline::DeferredLayouts* deferred, LoadReport& report,
+                            bool& by_plan_uploader) {
   const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
-  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : default_uploader(plan.device, bytes);
+  by_plan_uploader = false;
   {
     StageTimer stage(report, "upload");
     auto device = upload_with(*uploader, plan, tensors, host);
     if (device) {
       stage.done(bytes);
+      by_plan_uploader = true;
       return device;
     }
-    if (uploader == per_storage_uploader()) return stage.fail(device.status());
+    if (uploader == per_storage_uploader() || device.status().code() == StatusCode::damaged)
+      return stage.fail(device.status());
     stage.fail(device.status().to_string());
     report.reason += (report.reason.empty() ? "" : "; ") + device.status().to_string() + "; uploaded by the per-storage copy instead";
   }
   StageTimer stage(report, "upload (fallback)");
+  if (Status st = materialize_pending(deferred, tensors, host); !st) return stage.fail(st);
   auto device = upload_with(*per_storage_uploader(), plan, tensors, host);
   if (!device) return stage.fail(device.status());
   stage.done(bytes);
@@ -158,7 +204,7 @@ Status check_on_device(const NamedTensors& tensors, c10::Device device) {
 }
 
 // The weights on the plan's device; `report` says how, also when it fails.
-Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report) {
+Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report) {
   LoadContext load{plan, store, nullptr, ineligibility(store, plan), report};
   std::optional<Key> key;
   if (load.ineligible.empty()) {
@@ -217,9 +263,45 @@ Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport
       if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
     }
   }
-  auto host = prepare_on_host(plan, tensors, served->files, report);
+  // The uploader is chosen before post-load, so conversions can be left to one that writes them.
+  std::shared_ptr<Uploader> uploader = plan.uploader;
+  if (!uploader) {
+    auto served_host = describe_host_storages(tensors);
+    uploader = default_uploader(plan.device, served_host ? served_host->total_bytes() : 0);
+  }
+  pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
+  pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
+  auto host = prepare_on_host(plan, tensors, served->files, report, defer);
   if (!host) return host.status();
-  return upload(plan, tensors, *host, report);
+  bool by_plan_uploader = false;
+  auto device = upload(plan, uploader, tensors, *host, defer, report, by_plan_uploader);
+  if (device && report.path == LoadPath::hit) {
+    auto [total, read] = data_file_bytes(served->files, *host);
+    report.bytes_checked = by_plan_uploader && uploader->traits(plan.device).checks_files ? read : 0;
+    report.bytes_trusted = total - report.bytes_checked;
+  }
+  return device;
+}
+
+// A hit whose bytes fail their checksums while staging (bit rot under unchanged file identities)
+// has handed nothing out: the entry is quarantined and the load runs again, which takes the
+// next tier (the checkpoint) and rebuilds the entry.
+Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report) {
+  auto weights = load_weights_once(store, plan, report);
+  if (weights || weights.status().code() != StatusCode::damaged || report.path != LoadPath::hit || store == nullptr)
+    return weights;
+  const std::string damage = weights.status().message();
+  const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
+  LoadReport again;
+  auto retry = load_weights_once(store, plan, again);
+  if (retry) again.path = LoadPath::fallback;
+  again.reason = fmt::format("entry {} failed its checksums while staging ({}) and {}; {}", report.entry_id.substr(0, 12),
+                             damage, quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string(),
+                             again.reason);
+  again.tiers.insert(again.tiers.begin(), report.tiers.begin(), report.tiers.end());
+  again.stages.insert(again.stages.begin(), report.stages.begin(), report.stages.end());
+  report = std::move(again);
+  return retry;
 }
 
 Status run_refresh_hooks(const LoadPlan& plan, LoadedModel& model) {

@@ -1,6 +1,7 @@
 // FP8 e4m3fn weights with one float32 scale per 128x128 block.
 #include <algorithm>
 
+#include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
@@ -10,7 +11,7 @@
 namespace snapcache {
 namespace {
 
-class Fp8BlockScale final : public PostLoadMethod {
+class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
  public:
   Fp8BlockScale(std::int64_t rows, std::int64_t cols) : rows_(rows), cols_(cols) {}
   std::string name() const override { return fmt::format("fp8-block-scale({}x{})", rows_, cols_); }

@@ -1,6 +1,7 @@
 // INT8 per-row weights: scale (N, 1) -> (N,), optional column-major weight.
 #include <algorithm>
 
+#include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
@@ -10,7 +11,7 @@
 namespace snapcache {
 namespace {
 
-class Int8RowScale final : public PostLoadMethod {
+class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
  public:
   explicit Int8RowScale(WeightLayout layout) : layout_(layout) {}
   std::string name() const override {

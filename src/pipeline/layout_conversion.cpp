@@ -1,4 +1,5 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
+#include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
@@ -23,7 +24,7 @@ std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensor
 
 namespace {
 
-class LayoutConversion final : public PostLoadMethod {
+class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
  public:
   LayoutConversion(std::vector<std::string> suffixes, WeightLayout layout)
       : suffixes_(std::move(suffixes)), layout_(layout) {}

@@ -12,6 +12,7 @@
 namespace snapcache {
 
 Uploader::~Uploader() = default;
+UploaderTraits Uploader::traits(c10::Device) const { return {}; }
 
 namespace {
 

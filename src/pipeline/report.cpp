@@ -25,14 +25,24 @@ const char* to_string(TierOutcome outcome) {
   return "?";
 }
 
+std::string LoadReport::integrity() const {
+  if (path != LoadPath::hit) return "";
+  if (bytes_trusted == 0) return fmt::format("every byte ({}) checked against its checksum while staging",
+                                             format_size(bytes_checked));
+  if (bytes_checked == 0) return "trusted by file identity (unchanged since the entry was last checked in full)";
+  return fmt::format("{} checked against their checksums while staging, {} trusted by file identity",
+                     format_size(bytes_checked), format_size(bytes_trusted));
+}
+
 std::string LoadReport::summary() const {
   std::string stages_text;
   for (const auto& s : stages) {
     if (!stages_text.empty()) stages_text += ", ";
     stages_text += fmt::format("{} {:.0f} ms{}", s.stage, s.seconds * 1e3, s.error.empty() ? "" : " (failed)");
   }
-  return fmt::format("{} in {:.2f} s ({}){}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
-                     reason);
+  const std::string checked = integrity();
+  return fmt::format("{} in {:.2f} s ({}){}{}{}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
+                     reason, checked.empty() ? "" : "; ", checked);
 }
 
 std::string LoadReport::table() const {

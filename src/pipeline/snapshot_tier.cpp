@@ -17,7 +17,7 @@ std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& 
   const Manifest& m = snapshot->manifest();
   for (std::uint32_t i = 0; i < m.storages.size(); ++i)
     files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
-                                        m.storages[i].offset};
+                                        m.storages[i].offset, &m.files[m.storages[i].file]};
   return files;
 }
 

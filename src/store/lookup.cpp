@@ -147,8 +147,8 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     }
   }
   out.snapshot = std::move(*snap);
-  return finish(LookupResult::hit, out.rehashed ? "data files changed identity; rehashed and verified"
-                                                : "verified by publication checksums");
+  return finish(LookupResult::hit, out.rehashed ? "data files changed identity; every chunk rehashed and verified"
+                                                : "data files unchanged (by identity) since their last full check");
 }
 
 }  // namespace snapcache

@@ -199,7 +199,7 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   CHECK(reference->report.reason.find("per-storage copy instead") == std::string::npos);
 
   StagedUploadOptions impossible;
-  impossible.pinned_bytes = 1 << 20;  // smaller than one 64 MiB chunk: the engine refuses
+  impossible.pinned_bytes = 1 << 20;  // smaller than two 32 MiB buffers: the engine refuses
   plan.uploader = staged_uploader(impossible);
   auto fallback = load_model(store.get(), plan);
   REQUIRE(fallback.is_ok());
@@ -230,6 +230,7 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
   test::TempDir& dir = m.dir;
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
+  plan.uploader = staged_uploader();  // the default only from 2 GiB on
   plan.post_load.push_back(std::make_shared<DoubleInPlace>());
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);
@@ -242,4 +243,43 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
   CHECK(demo::identical(*reference, *cold));
   CHECK(demo::identical(*reference, *warm));  // the doubled weight came from memory, not the file
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *warm)));
+}
+
+TEST_CASE("the engine writes layout conversions while staging and checks every byte, cold and warm", "[gpu]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 1024;  // conversions of 1 MiB and more are left to the engine
+  config.layers = 4;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  plan.uploader = per_storage_uploader();  // the reference: conversions written on the host
+  auto reference = load_model(nullptr, plan);
+  REQUIRE(reference.is_ok());
+  const at::Tensor out = demo::forward(config, *reference);
+
+  StagedUploadOptions small;  // several units per data file: rows and storages cross them
+  small.chunk_bytes = 16 << 20;
+  small.pinned_bytes = 64 << 20;
+  for (const auto& options : {StagedUploadOptions{}, small}) {
+    INFO("staging buffers of " << options.chunk_bytes);
+    test::TempDir cache_dir;
+    auto store = *Store::open(test::test_config(cache_dir / "cache"));
+    plan.uploader = staged_uploader(options);
+    auto cold = load_model(store.get(), plan);
+    auto warm = load_model(store.get(), plan);
+    REQUIRE(cold.is_ok());
+    REQUIRE(warm.is_ok());
+    REQUIRE(warm->report.path == LoadPath::hit);
+    for (const auto& s : warm->report.stages) CHECK(s.stage != "upload (fallback)");
+    CHECK(warm->report.bytes_checked > 0);
+    CHECK(warm->report.bytes_trusted == 0);
+    CHECK(demo::identical(*reference, *cold));
+    CHECK(demo::identical(*reference, *warm));
+    CHECK(demo::identical(out, demo::forward(config, *cold)));
+    CHECK(demo::identical(out, demo::forward(config, *warm)));
+    // The conversions kept torch's layout: column-major int8 and fp16 weights.
+    for (const auto& [name, t] : warm->weights)
+      if (name.ends_with("adaln.weight") || name.ends_with("mlp.up.weight")) CHECK(t.t().is_contiguous());
+  }
 }

@@ -1,0 +1,197 @@
+#include "gpu/staging.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "util/fmt.h"
+#include "util/hash.h"
+#include "util/transpose.h"
+
+namespace snapcache::gpu {
+namespace {
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+std::uint64_t div_up(std::uint64_t v, std::uint64_t d) { return (v + d - 1) / d; }
+
+using Plan = StagingPlan;
+
+Status read_fully(int fd, std::byte* out, std::uint64_t offset, std::uint64_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? Status::from_errno(errno, "reading a snapshot data file")
+                             : Status(StatusCode::damaged, "a snapshot data file ends early");
+    out += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::uint64_t>(n);
+  }
+  return Status::ok();
+}
+
+// The rows of a transpose need that begin in [begin, end): [first, last).
+std::pair<std::uint64_t, std::uint64_t> rows_begun_in(const Plan::Need& n, std::uint64_t begin, std::uint64_t end) {
+  const std::uint64_t rb = n.row_bytes();
+  const std::uint64_t first = begin > n.begin ? div_up(begin - n.begin, rb) : 0;
+  const std::uint64_t last = end > n.begin ? std::min(n.rows, div_up(end - n.begin, rb)) : 0;
+  return {first, std::max(first, last)};
+}
+
+// Units of `unit_bytes` over [begin, end) of a source, each with the needs it serves; units that
+// serve none are kept only when `keep_all` (their chunks are still checked).
+void add_units(Plan& plan, std::uint32_t source, const std::vector<std::uint32_t>& needs, std::uint64_t begin,
+               std::uint64_t end, std::uint64_t unit_bytes, bool keep_all) {
+  for (std::uint64_t ub = begin; ub < end; ub += unit_bytes) {
+    Plan::Unit unit{source, ub, std::min(end, ub + unit_bytes), 0, {}};
+    unit.read_end = unit.end;
+    for (std::uint32_t i : needs) {
+      const Plan::Need& n = plan.needs[i];
+      if (n.transpose()) {
+        auto [first, last] = rows_begun_in(n, unit.begin, unit.end);
+        if (first == last) continue;
+        unit.read_end = std::max(unit.read_end, n.begin + last * n.row_bytes());
+      } else if (n.end <= unit.begin || n.begin >= unit.end) {
+        continue;
+      }
+      unit.needs.push_back(i);
+    }
+    if (keep_all || !unit.needs.empty()) plan.units.push_back(std::move(unit));
+  }
+}
+
+}  // namespace
+
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files) {
+  Plan plan;
+  std::map<int, std::uint32_t> file_sources;
+  std::vector<std::vector<std::uint32_t>> needs_of;  // per source
+  auto file_source = [&](const FileRegion& f) {
+    auto [it, added] = file_sources.emplace(f.fd, static_cast<std::uint32_t>(plan.sources.size()));
+    if (added) {
+      plan.sources.push_back({f.fd, nullptr, f.data_file && check_files ? f.data_file->size : 0,
+                              check_files ? f.data_file : nullptr});
+      needs_of.emplace_back();
+    }
+    return it->second;
+  };
+  auto memory_source = [&](const std::byte* p, std::uint64_t bytes) {
+    plan.sources.push_back({-1, p, bytes, nullptr});
+    needs_of.emplace_back();
+    return static_cast<std::uint32_t>(plan.sources.size() - 1);
+  };
+  auto add_need = [&](std::uint32_t source, Plan::Need need) {
+    needs_of[source].push_back(static_cast<std::uint32_t>(plan.needs.size()));
+    plan.needs.push_back(need);
+  };
+
+  for (const HostStorage& s : host.storages) {
+    const std::uint64_t dst = plan.destination_bytes;
+    plan.storage_offsets.push_back(dst);
+    plan.destination_bytes = align_up(dst + s.nbytes, kDestinationAlignment);
+    if (s.nbytes == 0) continue;
+    if (s.pending) {
+      const PendingTranspose& p = *s.pending;
+      if (p.rows * p.cols * p.element_size != s.nbytes)
+        return Status(StatusCode::invalid_argument, "a pending layout conversion does not fill its storage");
+      Plan::Need need{0, s.nbytes, dst, p.rows, p.cols, p.element_size};
+      std::uint32_t source = 0;
+      if (p.source_file) {
+        source = file_source(*p.source_file);
+        need.begin = p.source_file->offset;
+        need.end += need.begin;
+      } else {
+        source = memory_source(p.source, s.nbytes);
+      }
+      add_need(source, need);
+    } else if (s.file) {
+      add_need(file_source(*s.file), {s.file->offset, s.file->offset + s.nbytes, dst, 0, 0, 0});
+    } else {
+      add_need(memory_source(s.data, s.nbytes), {0, s.nbytes, dst, 0, 0, 0});
+    }
+  }
+
+  for (std::uint32_t i = 0; i < plan.sources.size(); ++i) {
+    Plan::Source& src = plan.sources[i];
+    std::uint64_t tail = 0, begin = UINT64_MAX, end = 0;
+    for (std::uint32_t n : needs_of[i]) {
+      const Plan::Need& need = plan.needs[n];
+      if (need.transpose()) tail = std::max(tail, need.row_bytes());
+      begin = std::min(begin, need.begin);
+      end = std::max(end, need.end);
+    }
+    if (tail > buffer_bytes / 2)
+      return Status(StatusCode::unsupported,
+                    fmt::format("a matrix row of {} bytes does not fit a {}-byte staging buffer twice", tail,
+                                buffer_bytes));
+    if (src.memory != nullptr) {
+      // One need per memory source: transposes go by whole rows, copies by whole buffers.
+      const Plan::Need& need = plan.needs[needs_of[i].front()];
+      const std::uint64_t unit = need.transpose() ? buffer_bytes / tail * tail : buffer_bytes;
+      add_units(plan, i, needs_of[i], 0, src.size, unit, false);
+      continue;
+    }
+    if (src.data_file != nullptr) {
+      const std::uint64_t chunk = src.data_file->chunk_size;
+      const std::uint64_t unit = chunk == 0 ? 0 : (buffer_bytes - tail) / chunk * chunk;
+      if (unit == 0)
+        return Status(StatusCode::unsupported,
+                      fmt::format("a checksum chunk of {} bytes does not fit a {}-byte staging buffer", chunk,
+                                  buffer_bytes - tail));
+      if (end > src.size)
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("a storage reaches past the end of data file {}", src.data_file->name));
+      add_units(plan, i, needs_of[i], 0, src.size, unit, true);  // every chunk, so every byte is checked
+      plan.bytes_checked += src.size;
+    } else {
+      src.size = end;
+      if ((buffer_bytes - tail) / 4096 == 0)
+        return Status(StatusCode::unsupported, fmt::format("a {}-byte staging buffer is too small", buffer_bytes));
+      add_units(plan, i, needs_of[i], begin / 4096 * 4096, end, (buffer_bytes - tail) / 4096 * 4096, false);
+    }
+  }
+  return plan;
+}
+
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
+                  StagingSink& sink) {
+  const Plan::Source& src = plan.sources[unit.source];
+  if (src.memory == nullptr) {
+    SNAPCACHE_RETURN_IF_ERROR(read_fully(src.fd, read, unit.begin, unit.read_end - unit.begin));
+    if (const DataFile* df = src.data_file) {
+      for (std::uint64_t at = unit.begin; at < unit.end; at += df->chunk_size) {
+        const std::uint64_t chunk = at / df->chunk_size;
+        const std::uint64_t bytes = std::min(df->chunk_size, df->size - at);
+        if (chunk >= df->chunk_hashes.size() || util::xxh3_64(read + (at - unit.begin), bytes) != df->chunk_hashes[chunk])
+          return Status(StatusCode::damaged,
+                        fmt::format("chunk {} of {} (bytes {}-{}) does not match its checksum", chunk, df->name, at,
+                                    at + bytes));
+      }
+    }
+  }
+  std::uint64_t converted = 0;  // bytes of `convert` in use
+  for (std::uint32_t i : unit.needs) {
+    const Plan::Need& n = plan.needs[i];
+    if (n.transpose()) {
+      auto [first, last] = rows_begun_in(n, unit.begin, unit.end);
+      const std::uint64_t at = n.begin + first * n.row_bytes();  // in the source
+      const std::byte* from = src.memory != nullptr ? src.memory + at : read + (at - unit.begin);
+      const std::uint64_t rows = last - first;
+      std::byte* to = convert + converted;
+      util::transpose(from, to, rows, n.cols, n.element_size, 1);
+      SNAPCACHE_RETURN_IF_ERROR(sink.copy_2d(n.dst + first * n.element_size, n.rows * n.element_size, to,
+                                             rows * n.element_size, rows * n.element_size, n.cols));
+      converted += rows * n.row_bytes();
+    } else {
+      const std::uint64_t begin = std::max(n.begin, unit.begin), end = std::min(n.end, unit.end);
+      std::byte* staged = read + (begin - unit.begin);
+      if (src.memory != nullptr) std::memcpy(staged, src.memory + begin, end - begin);
+      SNAPCACHE_RETURN_IF_ERROR(sink.copy(n.dst + (begin - n.begin), staged, end - begin));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace snapcache::gpu

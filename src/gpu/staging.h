@@ -1,0 +1,82 @@
+// What the upload engine stages, and how, without CUDA: the destination layout (one arena, each
+// storage at an aligned offset), the units of work (ranges of a source that fit one staging
+// buffer: a snapshot data file read in whole checksum chunks, or host memory), and what each unit
+// does with its bytes (checks its chunks, copies storages, transposes pending layout conversions).
+// The engine runs the units on CUDA streams; the tests run them into host memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "snapcache/host_storage.h"
+#include "snapcache/status.h"
+
+namespace snapcache::gpu {
+
+// Where staged bytes go. Copies of one sink complete in order; wait() returns when all are done,
+// so the staging buffers they read may be refilled.
+class StagingSink {
+ public:
+  virtual ~StagingSink() = default;
+  virtual Status copy(std::uint64_t dst_offset, const std::byte* src, std::uint64_t bytes) = 0;
+  // `height` rows of `width` bytes: source rows `src_pitch` apart, destination rows `dst_pitch` apart.
+  virtual Status copy_2d(std::uint64_t dst_offset, std::uint64_t dst_pitch, const std::byte* src,
+                         std::uint64_t src_pitch, std::uint64_t width, std::uint64_t height) = 0;
+  virtual Status wait() = 0;
+};
+
+struct StagingPlan {
+  // A source of bytes: an open snapshot data file (checked chunk by chunk when `data_file` is set)
+  // or host memory.
+  struct Source {
+    int fd = -1;
+    const std::byte* memory = nullptr;
+    std::uint64_t size = 0;
+    const DataFile* data_file = nullptr;
+  };
+  // Bytes [begin, end) of a source go to the destination at `dst`: copied as they are, or, when
+  // `cols` is set, as the transpose of the row-major [rows, cols] matrix of `element_size`-byte
+  // elements that starts at `begin`.
+  struct Need {
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    std::uint64_t dst = 0;
+    std::uint64_t rows = 0;
+    std::uint64_t cols = 0;
+    std::uint64_t element_size = 0;
+    bool transpose() const { return cols != 0; }
+    std::uint64_t row_bytes() const { return cols * element_size; }
+  };
+  // One buffer's work: read [begin, end) of a source (and, for transposes, up to the end of the
+  // last row begun in it), check the chunks, then serve each need that overlaps it.
+  struct Unit {
+    std::uint32_t source = 0;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    std::uint64_t read_end = 0;  // >= end: the tail of the last matrix row begun here
+    std::vector<std::uint32_t> needs;
+  };
+
+  std::vector<Source> sources;
+  std::vector<Need> needs;
+  std::vector<Unit> units;
+  std::vector<std::uint64_t> storage_offsets;  // in the destination, per host storage
+  std::uint64_t destination_bytes = 0;
+  std::uint64_t bytes_checked = 0;  // the sizes of the data files checked chunk by chunk
+};
+
+// Destination offsets are multiples of this, as cudaMalloc's allocations are.
+inline constexpr std::uint64_t kDestinationAlignment = 512;
+
+// The plan for staging buffers of `buffer_bytes`; with `check_files`, every chunk of each data file
+// a FileRegion names is read and checked. Fails (unsupported) when a matrix row of a pending
+// conversion, or a file's checksum chunk, does not fit a buffer with room to spare.
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true);
+
+// Runs one unit with two staging buffers of the plan's `buffer_bytes`: `read` receives the
+// source bytes, `convert` the transposed ones. Returns damaged, naming the file and chunk, when a
+// chunk's checksum differs from its manifest's.
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
+                  StagingSink& sink);
+
+}  // namespace snapcache::gpu

@@ -1,0 +1,95 @@
+#include "pipeline/deferred_layout.h"
+
+#include <ATen/Functions.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "pipeline/named.h"
+#include "util/fmt.h"
+#include "util/parallel.h"
+#include "util/transpose.h"
+
+namespace snapcache::pipeline {
+namespace {
+
+thread_local DeferredLayouts* current_layouts = nullptr;
+
+// Smaller conversions are written at once: their bytes cost little, and each deferred one costs
+// the engine a strided copy.
+constexpr std::uint64_t kMinDeferredBytes = 1ull << 20;
+
+std::size_t page_rounded(std::uint64_t bytes) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return static_cast<std::size_t>((bytes + page - 1) / page * page);
+}
+
+}  // namespace
+
+DeferredLayouts::Scope::Scope(DeferredLayouts& layouts) : previous_(current_layouts) { current_layouts = &layouts; }
+DeferredLayouts::Scope::~Scope() { current_layouts = previous_; }
+DeferredLayouts* DeferredLayouts::current() { return current_layouts; }
+
+std::optional<at::Tensor> DeferredLayouts::defer_transpose(const at::Tensor& source) {
+  const auto bytes = static_cast<std::uint64_t>(source.numel()) * source.element_size();
+  if (bytes < kMinDeferredBytes || source.dim() != 2 || !source.is_contiguous() || !source.device().is_cpu())
+    return std::nullopt;
+  // Reserved, not backed: no page exists until the bytes are written, and a read before then
+  // faults instead of returning zeros.
+  const std::size_t length = page_rounded(bytes);
+  void* p = ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return std::nullopt;  // written at once instead
+  at::Tensor placeholder = at::from_blob(
+      p, {source.size(1), source.size(0)}, [length](void* q) { ::munmap(q, length); }, source.options());
+  pending_.emplace(placeholder.storage().unsafeGetStorageImpl(), Pending{source, placeholder});
+  return placeholder;
+}
+
+Status DeferredLayouts::materialize(const c10::StorageImpl* storage) {
+  auto it = pending_.find(storage);
+  if (it == pending_.end()) return Status::ok();
+  const Pending& p = it->second;
+  void* data = p.placeholder.data_ptr();
+  const auto bytes = static_cast<std::uint64_t>(p.placeholder.numel()) * p.placeholder.element_size();
+  if (::mprotect(data, page_rounded(bytes), PROT_READ | PROT_WRITE) != 0)
+    return Status::from_errno(errno, "making a layout conversion's host memory writable");
+  const std::size_t threads = std::clamp<std::size_t>(bytes >> 22, 1, util::worker_count());
+  util::transpose(p.source.data_ptr(), data, static_cast<std::size_t>(p.source.size(0)),
+                  static_cast<std::size_t>(p.source.size(1)), p.source.element_size(), threads);
+  pending_.erase(it);
+  return Status::ok();
+}
+
+Status DeferredLayouts::materialize(const NamedTensors& tensors, const std::vector<std::string>& names) {
+  if (pending_.empty()) return Status::ok();
+  for (const auto& [name, t] : tensors) {
+    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+    if (!t.defined() || !t.has_storage()) continue;
+    SNAPCACHE_RETURN_IF_ERROR(materialize(t.storage().unsafeGetStorageImpl()));
+  }
+  return Status::ok();
+}
+
+std::optional<PendingTranspose> DeferredLayouts::pending(const c10::StorageImpl* storage,
+                                                         const std::map<const void*, FileRegion>& files) const {
+  auto it = pending_.find(storage);
+  if (it == pending_.end()) return std::nullopt;
+  const at::Tensor& s = it->second.source;
+  PendingTranspose out;
+  out.source = static_cast<const std::byte*>(s.data_ptr());
+  out.rows = static_cast<std::uint64_t>(s.size(0));
+  out.cols = static_cast<std::uint64_t>(s.size(1));
+  out.element_size = static_cast<std::uint64_t>(s.element_size());
+  if (auto f = files.find(s.storage().data()); f != files.end()) {
+    out.source_file = f->second;
+    out.source_file->offset += static_cast<std::uint64_t>(s.storage_offset()) * out.element_size;
+  }
+  return out;
+}
+
+bool reads_only_targets(const PostLoadMethod& method) {
+  return dynamic_cast<const ReadsOnlyTargets*>(&method) != nullptr;
+}
+
+}  // namespace snapcache::pipeline

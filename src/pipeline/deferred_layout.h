@@ -1,0 +1,71 @@
+// Layout conversions the upload engine writes on the way to the device. In a new process every
+// byte of fresh host memory costs a page fault, so a post-load method that writes a converted
+// copy of a 10 GiB model pays for 10 GiB of new pages before the upload starts. While a load
+// defers conversions, the layout kernels return tensors over a reserved, unreadable placeholder
+// and record what the bytes will be (the transpose of a source matrix); an uploader that converts
+// layouts transposes the source straight into its pinned staging buffers instead. Anything else
+// that needs the bytes on the host gets them written first (materialize), so the result is always
+// the one the kernels would have written.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <unordered_map>
+
+#include "snapcache/host_storage.h"
+#include "snapcache/post_load.h"
+
+namespace snapcache::pipeline {
+
+class DeferredLayouts {
+ public:
+  DeferredLayouts() = default;
+  DeferredLayouts(const DeferredLayouts&) = delete;
+  DeferredLayouts& operator=(const DeferredLayouts&) = delete;
+
+  // While a Scope lives, the layout kernels on this thread defer into `layouts`.
+  class Scope {
+   public:
+    explicit Scope(DeferredLayouts& layouts);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    DeferredLayouts* previous_;
+  };
+
+  // The layouts of this thread's scope, or nullptr (the kernels then write at once).
+  static DeferredLayouts* current();
+
+  // A contiguous [cols, rows] tensor whose bytes will be the transpose of `source` (row-major,
+  // contiguous, [rows, cols], on the CPU), or nullopt when it is too small to be worth deferring.
+  std::optional<at::Tensor> defer_transpose(const at::Tensor& source);
+
+  // Writes the bytes of the tensors' pending storages among `names` (all of them when `names` is
+  // empty), so code that reads them sees the converted bytes.
+  Status materialize(const NamedTensors& tensors, const std::vector<std::string>& names = {});
+
+  // The pending conversion of a storage, with the source's file region when `files` has one.
+  std::optional<PendingTranspose> pending(const c10::StorageImpl* storage,
+                                          const std::map<const void*, FileRegion>& files) const;
+  bool empty() const { return pending_.empty(); }
+
+ private:
+  struct Pending {
+    at::Tensor source;  // keeps the source bytes alive and readable
+    at::Tensor placeholder;
+  };
+  Status materialize(const c10::StorageImpl* storage);
+  std::unordered_map<const c10::StorageImpl*, Pending> pending_;
+};
+
+// The mark of a built-in method that reads only its targets' bytes.
+struct ReadsOnlyTargets {};
+
+// Whether a method reads only the bytes of the tensors it names in targets() (the built-in
+// methods do): before any other method runs, every pending conversion is written.
+bool reads_only_targets(const PostLoadMethod& method);
+
+}  // namespace snapcache::pipeline

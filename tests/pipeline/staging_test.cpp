@@ -1,0 +1,363 @@
+// The upload engine's host half, on the CPU: the staging plan (units of whole checksum chunks,
+// pending layout conversions transposed on the way, every chunk checked) run into host memory by
+// an uploader that declares what the engine declares. With it, load_model leaves the demo's
+// layout conversions pending exactly as it does for the CUDA engine, so these tests prove the
+// deferral, the staged transposes and the byte-for-byte check without a GPU; the GPU tests run
+// the same loads through the real engine.
+#include <ATen/Functions.h>
+
+#include <array>
+#include <cstring>
+
+#include "demo_fixture.h"
+#include "gpu/staging.h"
+#include "snapcache/maintenance.h"
+#include "util/hash.h"
+
+using namespace snapcache;
+
+namespace {
+
+// Staging buffers small enough that the fixture's data file takes several units, so matrix rows
+// and storages cross unit boundaries.
+constexpr std::uint64_t kBufferBytes = 16ull << 20;
+
+// Writes staged bytes into a host arena.
+class HostSink final : public gpu::StagingSink {
+ public:
+  explicit HostSink(std::byte* arena) : arena_(arena) {}
+  Status copy(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) override {
+    std::memcpy(arena_ + dst, src, bytes);
+    return Status::ok();
+  }
+  Status copy_2d(std::uint64_t dst, std::uint64_t dst_pitch, const std::byte* src, std::uint64_t src_pitch,
+                 std::uint64_t width, std::uint64_t height) override {
+    for (std::uint64_t r = 0; r < height; ++r) std::memcpy(arena_ + dst + r * dst_pitch, src + r * src_pitch, width);
+    return Status::ok();
+  }
+  Status wait() override { return Status::ok(); }
+
+ private:
+  std::byte* arena_;
+};
+
+// The engine's contract (converts layouts, checks files) with host memory as the device.
+class HostStagingUploader final : public Uploader {
+ public:
+  std::string name() const override { return "host staging"; }
+  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
+  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
+    for (const HostStorage& s : host.storages) pending += s.pending.has_value();
+    auto plan = gpu::plan_staging(host, kBufferBytes);
+    if (!plan) return plan.status();
+    units = plan->units.size();
+    bytes_checked = plan->bytes_checked;
+    at::Tensor arena = at::empty({static_cast<std::int64_t>(plan->destination_bytes)}, at::kByte);
+    auto* base = static_cast<std::byte*>(arena.data_ptr());
+    HostSink sink(base);
+    std::vector<std::byte> read(kBufferBytes), convert(kBufferBytes);
+    for (const auto& unit : plan->units) SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), convert.data(), sink));
+    std::vector<c10::Storage> storages;
+    for (std::size_t i = 0; i < host.storages.size(); ++i)
+      storages.push_back(at::from_blob(base + plan->storage_offsets[i], {static_cast<std::int64_t>(host.storages[i].nbytes)},
+                                       [arena](void*) {}, at::kByte)
+                             .storage());
+    return views_over(tensors, host, storages);
+  }
+  int pending = 0;
+  std::size_t units = 0;
+  std::uint64_t bytes_checked = 0;
+};
+
+// Says the device ran out of memory, as the engine would, after seeing the pending conversions.
+class FailingConverter final : public Uploader {
+ public:
+  std::string name() const override { return "failing converter"; }
+  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
+  Result<NamedTensors> upload(const NamedTensors&, const HostStorages& host, c10::Device) override {
+    for (const HostStorage& s : host.storages) pending += s.pending.has_value();
+    return Status(StatusCode::no_space, "device out of memory");
+  }
+  int pending = 0;
+};
+
+// Hashes the bytes of every tensor it sees: a user method that reads tensors it does not name.
+class ReadingMethod final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "reading"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {}; }
+  Status apply(NamedTensors& tensors) const override {
+    seen.clear();
+    for (const auto& [n, t] : tensors) {
+      at::Tensor c = t.contiguous();
+      seen[n] = util::xxh3_64(c.data_ptr(), static_cast<std::size_t>(c.numel()) * c.element_size());
+    }
+    return Status::ok();
+  }
+  mutable std::map<std::string, std::uint64_t> seen;
+};
+
+// The snapshot tier, with the served data files' checksums replaced by wrong ones: the bytes no
+// longer match what the manifest says, as after bit rot under unchanged file identities.
+class RottenSnapshotTier final : public Tier {
+ public:
+  std::string name() const override { return "snapshot"; }
+  Result<TierAnswer> serve(LoadContext& load) override {
+    auto answer = inner_->serve(load);
+    if (!answer || answer->outcome != TierOutcome::served) return answer;
+    for (auto& [_, region] : answer->files) {
+      auto [it, added] = rotten_.try_emplace(region.data_file, *region.data_file);
+      if (added) it->second.chunk_hashes.back() ^= 1;
+      region.data_file = &it->second;
+    }
+    ++served;
+    return answer;
+  }
+  std::string keep(LoadContext& load, const NamedTensors& tensors) override { return inner_->keep(load, tensors); }
+  int served = 0;
+
+ private:
+  std::shared_ptr<Tier> inner_ = snapshot_tier();
+  std::map<const DataFile*, DataFile> rotten_;
+};
+
+struct StagingFixture : test::DemoFixture {
+  StagingFixture() {
+    config.hidden = 1024;  // conversions of 1 MiB and more are left pending
+    config.layers = 2;
+    REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  }
+  LoadPlan plan_with(std::shared_ptr<Uploader> uploader) const {
+    LoadPlan p = plan();
+    p.uploader = std::move(uploader);
+    return p;
+  }
+  NamedTensors reference_weights() const {
+    auto m = load_model(nullptr, plan());
+    REQUIRE(m.is_ok());
+    return m->weights;
+  }
+};
+
+void require_identical(const NamedTensors& got, const NamedTensors& want) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& [name, w] : want) {
+    const at::Tensor& g = test::tensor_named(got, name);
+    INFO(name);
+    REQUIRE(g.scalar_type() == w.scalar_type());
+    REQUIRE(g.sizes() == w.sizes());
+    REQUIRE(g.strides() == w.strides());
+    REQUIRE(g.storage_offset() == w.storage_offset());
+    REQUIRE(at::equal(g.contiguous().view(at::kByte), w.contiguous().view(at::kByte)));  // bit for bit
+  }
+}
+
+}  // namespace
+
+TEST_CASE("staged loads leave conversions pending and give the reference's bytes, cold and warm", "[staging]") {
+  StagingFixture f;
+  const NamedTensors reference = f.reference_weights();
+  auto store = f.store();
+
+  auto engine = std::make_shared<HostStagingUploader>();
+  auto cold = load_model(store.get(), f.plan_with(engine));
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->report.path == LoadPath::miss);
+  CHECK(engine->pending >= 4);  // mlp.up (int8) and adaln (fp16) of both layers: sources in memory
+  require_identical(cold->weights, reference);
+
+  engine = std::make_shared<HostStagingUploader>();
+  auto warm = load_model(store.get(), f.plan_with(engine));
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(engine->pending >= 4);  // now transposed from the data file as it is read
+  CHECK(engine->units >= 3);    // the data file spans several staging buffers
+  require_identical(warm->weights, reference);
+  // Every chunk of the entry passed through the check.
+  CHECK(warm->report.bytes_checked == engine->bytes_checked);
+  CHECK(warm->report.bytes_checked > 0);
+  CHECK(warm->report.bytes_trusted == 0);
+  CHECK(warm->report.integrity().find("every byte") != std::string::npos);
+}
+
+TEST_CASE("a load through the plain copy is trusted by identity, and says so", "[staging]") {
+  StagingFixture f;
+  auto store = f.store();
+  LoadPlan p = f.plan();
+  REQUIRE(load_model(store.get(), p).is_ok());
+  auto warm = load_model(store.get(), p);
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(warm->report.bytes_checked == 0);
+  CHECK(warm->report.bytes_trusted > 0);
+  CHECK(warm->report.integrity().find("trusted by file identity") != std::string::npos);
+  CHECK(warm->report.summary().find("trusted by file identity") != std::string::npos);
+}
+
+TEST_CASE("a method that reads tensors it does not name sees the converted bytes", "[staging]") {
+  StagingFixture f;
+  auto reading = std::make_shared<ReadingMethod>();
+  LoadPlan p = f.plan();
+  p.post_load.push_back(reading);
+  REQUIRE(load_model(nullptr, p).is_ok());
+  const auto want = reading->seen;
+
+  auto engine = std::make_shared<HostStagingUploader>();
+  LoadPlan staged = f.plan_with(engine);
+  staged.post_load.push_back(reading);
+  REQUIRE(load_model(nullptr, staged).is_ok());
+  CHECK(engine->pending == 0);  // written for the method, so nothing was left to the uploader
+  CHECK(reading->seen == want);
+}
+
+TEST_CASE("when the engine fails, pending conversions are written and the plain copy uploads", "[staging]") {
+  StagingFixture f;
+  const NamedTensors reference = f.reference_weights();
+  auto failing = std::make_shared<FailingConverter>();
+  auto m = load_model(nullptr, f.plan_with(failing));
+  REQUIRE(m.is_ok());
+  CHECK(failing->pending >= 4);
+  const auto& stages = m->report.stages;
+  CHECK(std::any_of(stages.begin(), stages.end(), [](const StageTime& s) { return s.stage == "upload (fallback)"; }));
+  CHECK(m->report.reason.find("device out of memory") != std::string::npos);
+  require_identical(m->weights, reference);
+}
+
+TEST_CASE("bytes that differ from their checksums while staging: quarantined, loaded from the checkpoint, rebuilt",
+          "[staging]") {
+  StagingFixture f;
+  const NamedTensors reference = f.reference_weights();
+  auto store = f.store();
+  auto rotten = std::make_shared<RottenSnapshotTier>();
+  auto engine = std::make_shared<HostStagingUploader>();
+  LoadPlan p = f.plan_with(engine);
+  p.tiers = {rotten, ordinary_tier()};
+  auto cold = load_model(store.get(), p);
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->report.path == LoadPath::miss);
+  const std::string first_entry = cold->report.entry_id;
+
+  auto loaded = load_model(store.get(), p);
+  REQUIRE(loaded.is_ok());
+  CHECK(rotten->served == 1);  // the damaged entry was served once, then quarantined
+  CHECK(loaded->report.path == LoadPath::fallback);
+  CHECK(loaded->report.reason.find("failed its checksums while staging") != std::string::npos);
+  CHECK(loaded->report.reason.find("was quarantined") != std::string::npos);
+  require_identical(loaded->weights, reference);
+  // The retry published a new entry: the next load hits it (and finds it damaged again, because
+  // this tier rots every entry it serves; a real disk would not).
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  CHECK(entries->size() == 1);
+}
+
+namespace {
+
+// Odd shapes in every element size the transpose handles: rows that straddle staging units and
+// checksum chunks, columns that are no multiple of any block.
+NamedTensors odd_matrices() {
+  NamedTensors t;
+  const std::pair<at::ScalarType, std::array<std::int64_t, 2>> cases[] = {
+      {at::kChar, {1237, 2053}}, {at::kHalf, {777, 1531}}, {at::kFloat, {513, 1029}}, {at::kDouble, {301, 999}}};
+  int seed = 0;
+  for (const auto& [type, shape] : cases) {
+    at::Tensor m = at::randint(-100, 100, {shape[0], shape[1]}, at::TensorOptions().dtype(at::kLong)
+                                                              .device(at::kCPU))
+                       .add(++seed)
+                       .to(type);
+    t.emplace_back(c10::toString(type), m);
+  }
+  return t;
+}
+
+// Pending transposes of `tensors` (row-major, each its own storage), from `files` when given.
+HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files) {
+  HostStorages host;
+  for (const auto& [_, t] : tensors) {
+    HostStorage s;
+    s.nbytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
+    PendingTranspose p{static_cast<const std::byte*>(t.data_ptr()), static_cast<std::uint64_t>(t.size(0)),
+                       static_cast<std::uint64_t>(t.size(1)), static_cast<std::uint64_t>(t.element_size()), {}};
+    if (auto f = files.find(t.storage().data()); f != files.end()) {
+      p.source_file = f->second;
+      p.source_file->offset += static_cast<std::uint64_t>(t.storage_offset()) * t.element_size();
+    }
+    s.pending = p;
+    host.storages.push_back(std::move(s));
+  }
+  return host;
+}
+
+// Runs a plan into host memory; the bytes of storage `i` start at plan.storage_offsets[i].
+std::vector<std::byte> run_into_host(const gpu::StagingPlan& plan, std::uint64_t buffer_bytes) {
+  std::vector<std::byte> out(plan.destination_bytes), read(buffer_bytes), convert(buffer_bytes);
+  HostSink sink(out.data());
+  for (const auto& unit : plan.units) REQUIRE(gpu::stage_unit(plan, unit, read.data(), convert.data(), sink).is_ok());
+  return out;
+}
+
+void require_transposed(const std::vector<std::byte>& out, const gpu::StagingPlan& plan, const NamedTensors& tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    INFO(tensors[i].first);
+    at::Tensor want = tensors[i].second.t().contiguous();
+    REQUIRE(std::memcmp(out.data() + plan.storage_offsets[i], want.data_ptr(),
+                        static_cast<std::size_t>(want.numel()) * want.element_size()) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory and from a data file", "[staging]") {
+  const NamedTensors matrices = odd_matrices();
+
+  SECTION("from memory, a few rows per unit") {
+    const std::uint64_t buffer = 64 << 10;
+    auto plan = gpu::plan_staging(pending_transposes(matrices, {}), buffer);
+    REQUIRE(plan.is_ok());
+    CHECK(plan->units.size() > 100);
+    CHECK(plan->bytes_checked == 0);
+    require_transposed(run_into_host(*plan, buffer), *plan, matrices);
+  }
+
+  SECTION("from a published data file, checked chunk by chunk") {
+    test::TempDir dir;
+    auto store = *Store::open(test::test_config(dir / "cache"));
+    const Key key = test::test_key(7);
+    REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
+    LookupOutcome hit = store->lookup(key);
+    REQUIRE(hit.result == LookupResult::hit);
+    const Manifest& m = hit.snapshot->manifest();
+    REQUIRE(m.files.size() == 1);
+    REQUIRE(m.files[0].size > m.files[0].chunk_size);  // rows straddle checksum chunks
+    std::map<const void*, FileRegion> files;
+    for (std::uint32_t i = 0; i < m.storages.size(); ++i)
+      files[hit.snapshot->storage_data(i)] = {hit.snapshot, hit.snapshot->data_file_descriptor(m.storages[i].file),
+                                              m.storages[i].offset, &m.files[m.storages[i].file]};
+    const NamedTensors mapped = tensors_of(hit.snapshot);
+    const std::uint64_t buffer = 16 << 20;
+    auto plan = gpu::plan_staging(pending_transposes(mapped, files), buffer);
+    REQUIRE(plan.is_ok());
+    CHECK(plan->units.size() >= 2);
+    CHECK(plan->bytes_checked == m.files[0].size);
+    require_transposed(run_into_host(*plan, buffer), *plan, matrices);
+
+    // A byte of the file that differs from what its checksum says fails the unit, naming the chunk.
+    DataFile rotten = m.files[0];
+    rotten.chunk_hashes[1] ^= 1;
+    for (auto& [_, f] : files) f.data_file = &rotten;
+    auto bad = gpu::plan_staging(pending_transposes(mapped, files), buffer);
+    REQUIRE(bad.is_ok());
+    std::vector<std::byte> out(bad->destination_bytes), read(buffer), convert(buffer);
+    HostSink sink(out.data());
+    Status failed = Status::ok();
+    for (const auto& unit : bad->units)
+      if (Status st = gpu::stage_unit(*bad, unit, read.data(), convert.data(), sink); !st) failed = st;
+    CHECK(failed.code() == StatusCode::damaged);
+    CHECK(failed.message().find("chunk 1 of data-") != std::string::npos);
+  }
+
+  SECTION("a matrix row too long for the buffer is refused, not split") {
+    auto plan = gpu::plan_staging(pending_transposes(matrices, {}), 4 << 10);
+    CHECK(plan.status().code() == StatusCode::unsupported);
+  }
+}
