@@ -26,7 +26,7 @@ namespace snapcache {
 
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
-  std::uint64_t chunk_bytes = 32ull << 20;  // one staging buffer; each worker holds two
+  std::uint64_t chunk_bytes = 16ull << 20;  // one staging buffer; each worker holds one, two to convert
   std::size_t threads = 0;                  // 0: the hardware threads, at most 16
   // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
   // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.

@@ -21,6 +21,7 @@
 
 #include "snapcache/export.h"
 #include "snapcache/post_load.h"
+#include "snapcache/publication.h"
 #include "snapcache/report.h"
 #include "snapcache/snapshot.h"
 #include "snapcache/tier.h"
@@ -69,14 +70,21 @@ struct LoadPlan {
   // The sources tried in order; empty: default_tiers() (the disk snapshot, then the ordinary
   // loader). Put a GPU donor tier in front to attach prepared weights.
   std::vector<std::shared_ptr<Tier>> tiers;
-  // Host to device; null: per_storage_uploader().
+  // Host to device; null: the upload engine for loads of 2 GiB or more onto CUDA devices, else
+  // per_storage_uploader().
   std::shared_ptr<Uploader> uploader;
+  // A cold load publishes its snapshot on another thread while post-load and upload go on
+  // (LoadedModel::publication). Off: the load returns after the publication.
+  bool publish_in_background = true;
 };
 
 struct LoadedModel {
   NamedTensors weights;  // on plan.device, after post-load methods
   DerivedBuffers derived;
   LoadReport report;
+  // A cold load's publication, when it still runs in the background (report.publish is then
+  // unset); wait() for its outcome. The host tensors it writes are never handed out before it ends.
+  Publication publication;
 };
 
 // `store` may be null: then every load is ineligible ("no cache store is configured").

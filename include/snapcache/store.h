@@ -112,7 +112,9 @@ struct LookupOutcome {
   double seconds = 0;
 };
 
-class SNAPCACHE_API Store {
+// Always owned by a shared_ptr (open() makes one), so work that outlives a call (a background
+// publication) can keep its store alive.
+class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
  public:
   static Result<std::shared_ptr<Store>> open(Config config,
                                              std::shared_ptr<FileSystem> fs = posix_file_system());

@@ -11,6 +11,7 @@
 
 #include "snapcache/export.h"
 #include "snapcache/host_storage.h"
+#include "snapcache/publication.h"
 #include "snapcache/report.h"
 #include "snapcache/snapshot.h"
 
@@ -52,6 +53,7 @@ struct LoadContext {
   const Key* key = nullptr;  // the disk key; null when this load must not be cached
   std::string ineligible;    // why it must not be cached (empty when it may)
   LoadReport& report;        // tiers time their stages into it (StageTimer)
+  Publication publication;   // set by a tier that keeps the weights in the background
 };
 
 class SNAPCACHE_API Tier {

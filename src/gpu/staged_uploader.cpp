@@ -1,6 +1,6 @@
 // The staged upload engine. The staging plan (gpu/staging.h) cuts the load into units that fit a
 // pinned buffer: snapshot data files read in whole checksum chunks, host memory in buffer-sized
-// pieces. Each worker thread holds two pinned buffers and one CUDA stream; for each unit it reads
+// pieces. Each worker thread holds one pinned buffer (two when it converts) and one CUDA stream; for each unit it reads
 // (pread from the page cache, never faulting in a mapping page by page), checks every chunk
 // against the manifest, transposes pending layout conversions into its second buffer, sends both
 // to the device on its stream, and waits for those copies before taking the next unit. With many
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gpu/pinned_pool.h"
@@ -118,8 +119,9 @@ class StagedUploader final : public Uploader {
         return error.set(cuda_status(err, "selecting the device"));
       auto read = pool->take();
       if (!read) return error.set(read.status());
-      auto convert = pool->take();
-      if (!convert) return error.set(convert.status());
+      // The second buffer only for units with conversions: pinning is slow in a new process, and a
+      // load without pending conversions needs half the pool.
+      std::optional<gpu::PinnedPool::Buffer> convert;
       cudaStream_t stream = nullptr;
       if (cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); err != cudaSuccess)
         return error.set(cuda_status(err, "creating a copy stream"));
@@ -127,7 +129,16 @@ class StagedUploader final : public Uploader {
       while (!error.failed()) {
         const std::size_t i = next.fetch_add(1);
         if (i >= plan.units.size()) break;
-        Status st = gpu::stage_unit(plan, plan.units[i], read->data(), convert->data(), sink);
+        const gpu::StagingPlan::Unit& unit = plan.units[i];
+        if (!convert && gpu::converts(plan, unit)) {
+          auto taken = pool->take();
+          if (!taken) {
+            error.set(taken.status());
+            break;
+          }
+          convert.emplace(std::move(*taken));
+        }
+        Status st = gpu::stage_unit(plan, unit, read->data(), convert ? convert->data() : nullptr, sink);
         // Wait even after a failure: the buffers go back to the pool only when no copy reads them.
         Status waited = sink.wait();
         if (!st || !waited) error.set(!st ? st : waited);

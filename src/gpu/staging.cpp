@@ -155,6 +155,10 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
   return plan;
 }
 
+bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit) {
+  return std::any_of(unit.needs.begin(), unit.needs.end(), [&](std::uint32_t i) { return plan.needs[i].transpose(); });
+}
+
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
                   StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];

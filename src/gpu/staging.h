@@ -73,8 +73,11 @@ inline constexpr std::uint64_t kDestinationAlignment = 512;
 // conversion, or a file's checksum chunk, does not fit a buffer with room to spare.
 Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true);
 
+// Whether a unit transposes (and needs the second buffer).
+bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit);
+
 // Runs one unit with two staging buffers of the plan's `buffer_bytes`: `read` receives the
-// source bytes, `convert` the transposed ones. Returns damaged, naming the file and chunk, when a
+// source bytes, `convert` (null when the unit does not convert) the transposed ones. Returns damaged, naming the file and chunk, when a
 // chunk's checksum differs from its manifest's.
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
                   StagingSink& sink);

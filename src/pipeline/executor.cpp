@@ -10,6 +10,7 @@
 #include "snapcache/gpu_upload.h"
 #include "snapcache/host_storage.h"
 #include "snapcache/log.h"
+#include "pipeline/background_publication.h"
 #include "pipeline/deferred_layout.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
@@ -69,17 +70,38 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
 // each marked with whether a method wrote it (so an uploader never sends it from a file). With
 // `deferred`, layout conversions are left pending for the uploader to write (see
 // pipeline/deferred_layout.h); a method that may read their bytes gets them written first.
-Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors,
-                                     const std::map<const void*, FileRegion>& files, LoadReport& report,
+// The storages a tier served. They are held until the load ends: a storage freed by a method could
+// otherwise hand its address to a new one.
+struct ServedStorages {
+  std::vector<c10::Storage> held;
+  std::unordered_set<const c10::StorageImpl*> set;
+  explicit ServedStorages(const NamedTensors& tensors) {
+    for (const auto& [_, t] : tensors)
+      if (t.has_storage() && set.insert(t.storage().unsafeGetStorageImpl()).second) held.push_back(t.storage());
+  }
+  bool contains(const at::Tensor& t) const { return t.has_storage() && set.count(t.storage().unsafeGetStorageImpl()); }
+};
+
+// Waits for the load's background publication and records its outcome as a blocking one would.
+void await_publication(LoadContext& load, const std::string& why) {
+  if (!load.publication.started() || load.report.publish) return;
+  StageTimer stage(load.report, "publish (wait: " + why + ")");
+  const std::string note = pipeline::record_publication(load.report.publish.emplace(load.publication.wait()), stage);
+  if (!note.empty()) load.report.reason += (load.report.reason.empty() ? "" : "; ") + note;
+  load.publication = Publication();
+}
+
+Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, const ServedStorages& served,
+                                     const std::map<const void*, FileRegion>& files,
                                      pipeline::DeferredLayouts* deferred) {
-  // The served storages stay referenced until they are compared: a storage freed by a method
-  // could otherwise hand its address to a new one.
-  std::vector<c10::Storage> served_storages;
-  std::unordered_set<const c10::StorageImpl*> served;
-  for (const auto& [_, t] : tensors)
-    if (served.insert(t.storage().unsafeGetStorageImpl()).second) served_storages.push_back(t.storage());
+  const LoadPlan& plan = load.plan;
+  LoadReport& report = load.report;
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
 
+  // A method that may write in place must not change bytes a publication is still writing.
+  for (const auto& method : plan.post_load)
+    if (method->writes() == PostLoadWrites::may_write_in_place)
+      await_publication(load, "post-load method " + method->name() + " may write in place");
   StageTimer post(report, "post-load");
   std::optional<pipeline::DeferredLayouts::Scope> scope;
   if (deferred != nullptr) scope.emplace(*deferred);
@@ -108,7 +130,7 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, NamedTensors& tensors
   auto host = describe_host_storages(tensors);
   if (!host) return host.status().with_context("after post-load");
   for (HostStorage& s : host->storages) {
-    s.written_by_post_load = !served.count(s.owner.unsafeGetStorageImpl());
+    s.written_by_post_load = !served.set.count(s.owner.unsafeGetStorageImpl());
     for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
     if (auto it = files.find(s.data); it != files.end() && !s.written_by_post_load) s.file = it->second;
     if (deferred != nullptr) s.pending = deferred->pending(s.owner.unsafeGetStorageImpl(), files);
@@ -203,9 +225,11 @@ Status check_on_device(const NamedTensors& tensors, c10::Device device) {
   return Status::ok();
 }
 
-// The weights on the plan's device; `report` says how, also when it fails.
-Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report) {
-  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report};
+// The weights on the plan's device; `report` says how, also when it fails. A publication still
+// running in the background is handed over in `publication`.
+Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
+                                       Publication& publication) {
+  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report, {}};
   std::optional<Key> key;
   if (load.ineligible.empty()) {
     StageTimer stage(report, "key");
@@ -271,10 +295,18 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   }
   pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
-  auto host = prepare_on_host(plan, tensors, served->files, report, defer);
+  const ServedStorages served_storages(tensors);
+  auto host = prepare_on_host(load, tensors, served_storages, served->files, defer);
   if (!host) return host.status();
   bool by_plan_uploader = false;
   auto device = upload(plan, uploader, tensors, *host, defer, report, by_plan_uploader);
+  if (device && load.publication.started()) {
+    // Host tensors handed out (a CPU load) could be changed by the caller while still being written.
+    if (std::any_of(device->begin(), device->end(), [&](const auto& nt) { return served_storages.contains(nt.second); }))
+      await_publication(load, "the published host tensors are handed out");
+  }
+  if (!device) await_publication(load, "the load failed");
+  publication = load.publication;
   if (device && report.path == LoadPath::hit) {
     auto [total, read] = data_file_bytes(served->files, *host);
     report.bytes_checked = by_plan_uploader && uploader->traits(plan.device).checks_files ? read : 0;
@@ -286,14 +318,14 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
 // A hit whose bytes fail their checksums while staging (bit rot under unchanged file identities)
 // has handed nothing out: the entry is quarantined and the load runs again, which takes the
 // next tier (the checkpoint) and rebuilds the entry.
-Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report) {
-  auto weights = load_weights_once(store, plan, report);
+Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report, Publication& publication) {
+  auto weights = load_weights_once(store, plan, report, publication);
   if (weights || weights.status().code() != StatusCode::damaged || report.path != LoadPath::hit || store == nullptr)
     return weights;
   const std::string damage = weights.status().message();
   const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
   LoadReport again;
-  auto retry = load_weights_once(store, plan, again);
+  auto retry = load_weights_once(store, plan, again, publication);
   if (retry) again.path = LoadPath::fallback;
   again.reason = fmt::format("entry {} failed its checksums while staging ({}) and {}; {}", report.entry_id.substr(0, 12),
                              damage, quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string(),
@@ -357,7 +389,7 @@ Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
   return guarded([&]() -> Result<LoadedModel> {
     const auto started = Clock::now();
     LoadedModel model;
-    auto weights = load_weights(store, plan, model.report);
+    auto weights = load_weights(store, plan, model.report, model.publication);
     if (!weights) return log_failure(plan, model.report, weights.status());
     model.weights = std::move(*weights);
     if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
@@ -371,7 +403,8 @@ Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel&
   return guarded([&]() -> Result<LoadReport> {
     const auto started = Clock::now();
     LoadReport report;
-    auto weights = load_weights(store, plan, report);
+    Publication publication;  // the registry keeps it; the process waits for it at exit
+    auto weights = load_weights(store, plan, report, publication);
     if (!weights) return log_failure(plan, report, weights.status());
     if (Status st = copy_in_place(model.weights, *weights, report); !st) return log_failure(plan, report, st);
     model.report = std::move(report);

@@ -1,4 +1,5 @@
 // The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
+#include "pipeline/background_publication.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/tier.h"
 
@@ -28,6 +29,7 @@ class SnapshotTier final : public Tier {
   Result<TierAnswer> serve(LoadContext& load) override {
     if (load.store == nullptr || load.key == nullptr) return TierAnswer::skipped(load.ineligible);
     StageTimer stage(load.report, "lookup");
+    pipeline::wait_for_publication_of(*load.key);  // this process may be publishing it right now
     LookupOutcome lk = load.store->lookup(*load.key, VerifyPolicy::trust_identity, &load.plan.expected);
     switch (lk.result) {
       case LookupResult::hit: {
@@ -54,15 +56,15 @@ class SnapshotTier final : public Tier {
 
   std::string keep(LoadContext& load, const NamedTensors& tensors) override {
     if (load.store == nullptr || load.key == nullptr) return {};
-    StageTimer stage(load.report, "publish");
-    const PublishOutcome& p = load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors));
-    switch (p.result) {
-      case PublishResult::published: stage.done(p.bytes); return {};
-      case PublishResult::already_present: stage.done(); return {};
-      case PublishResult::skipped: stage.done(); break;
-      case PublishResult::failed: stage.fail(p.status.to_string()); break;
+    if (load.plan.publish_in_background) {
+      StageTimer stage(load.report, "publish (started)");
+      load.publication = pipeline::publish_in_background(load.store->shared_from_this(), *load.key, tensors);
+      stage.done();
+      return {};
     }
-    return "not published: " + p.status.to_string();
+    StageTimer stage(load.report, "publish");
+    return pipeline::record_publication(load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors)),
+                                        stage);
   }
 };
 

@@ -1,5 +1,7 @@
 #include "util/fault_injection.h"
 
+#include <thread>
+
 #include <algorithm>
 
 namespace snapcache {
@@ -61,6 +63,7 @@ Result<UniqueFd> FaultInjectingFileSystem::open(const std::string& path, OpenMod
 
 Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, std::size_t size,
                                                      std::uint64_t offset) {
+  if (const auto delay = write_delay_ms_.load(); delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   if (auto f = check(FsOp::pwrite)) {
     if (!f->short_write) return injected(*f, "");
     size = std::max<std::size_t>(1, size / 2);  // a short write still makes progress

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,8 @@ class FaultInjectingFileSystem final : public FileSystem {
       : base_(std::move(base)) {}
 
   void inject(Fault fault);
+  // Every pwrite sleeps this long first: a slow disk, so tests can act while a publication runs.
+  void set_write_delay(std::chrono::milliseconds delay) { write_delay_ms_ = delay.count(); }
   void clear_faults();
   std::uint64_t calls(FsOp op) const { return calls_[static_cast<int>(op)].load(); }
   std::uint64_t bytes_read() const { return bytes_read_.load(); }
@@ -78,6 +81,7 @@ class FaultInjectingFileSystem final : public FileSystem {
   std::array<std::atomic<std::uint64_t>, static_cast<int>(FsOp::count_)> calls_{};
   std::atomic<std::uint64_t> bytes_read_{0};
   std::atomic<std::uint64_t> bytes_written_{0};
+  std::atomic<std::int64_t> write_delay_ms_{0};
   std::atomic<std::uint64_t> fired_{0};
 };
 

@@ -199,7 +199,7 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   CHECK(reference->report.reason.find("per-storage copy instead") == std::string::npos);
 
   StagedUploadOptions impossible;
-  impossible.pinned_bytes = 1 << 20;  // smaller than two 32 MiB buffers: the engine refuses
+  impossible.pinned_bytes = 1 << 20;  // smaller than two 16 MiB buffers: the engine refuses
   plan.uploader = staged_uploader(impossible);
   auto fallback = load_model(store.get(), plan);
   REQUIRE(fallback.is_ok());

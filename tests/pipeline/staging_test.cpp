@@ -12,6 +12,7 @@
 #include "demo_fixture.h"
 #include "gpu/staging.h"
 #include "snapcache/maintenance.h"
+#include "util/fault_injection.h"
 #include "util/hash.h"
 
 using namespace snapcache;
@@ -360,4 +361,98 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     auto plan = gpu::plan_staging(pending_transposes(matrices, {}), 4 << 10);
     CHECK(plan.status().code() == StatusCode::unsupported);
   }
+}
+
+namespace {
+// Doubles final_norm.weight in place, declaring (by default) that it may.
+class DoubleInPlace final : public PostLoadMethod {
+ public:
+  std::string name() const override { return "double-in-place"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {"final_norm.weight"}; }
+  Status apply(NamedTensors& tensors) const override {
+    for (auto& [name, t] : tensors)
+      if (name == "final_norm.weight") t.mul_(2);
+    return Status::ok();
+  }
+};
+}  // namespace
+
+TEST_CASE("a cold load returns while its snapshot is published in the background", "[staging][publication]") {
+  StagingFixture f;
+  const NamedTensors reference = f.reference_weights();
+  auto slow = std::make_shared<FaultInjectingFileSystem>();
+  slow->set_write_delay(std::chrono::milliseconds(20));  // a slow disk: publication takes a while
+  auto store = f.store(slow);
+
+  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->report.path == LoadPath::miss);
+  CHECK(cold->publication.pending());     // returned before the publication ended
+  CHECK_FALSE(cold->report.publish.has_value());
+  require_identical(cold->weights, reference);
+  const PublishOutcome published = cold->publication.wait();
+  CHECK(published.result == PublishResult::published);
+  CHECK(slow->calls(FsOp::pwrite) > 0);
+
+  auto warm = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(warm.is_ok());
+  CHECK(warm->report.path == LoadPath::hit);
+  CHECK(warm->report.entry_id == published.entry_id);
+  require_identical(warm->weights, reference);
+}
+
+TEST_CASE("a load right after a cold one in the same process waits for its publication and hits",
+          "[staging][publication]") {
+  StagingFixture f;
+  auto slow = std::make_shared<FaultInjectingFileSystem>();
+  slow->set_write_delay(std::chrono::milliseconds(20));
+  auto store = f.store(slow);
+  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.pending());
+  auto next = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(next.is_ok());
+  CHECK(next->report.path == LoadPath::hit);
+  CHECK_FALSE(cold->publication.pending());
+}
+
+TEST_CASE("bytes being published never change: an in-place method waits for the publication",
+          "[staging][publication]") {
+  StagingFixture f;
+  auto plan_with_method = [&](std::shared_ptr<Uploader> uploader) {
+    LoadPlan p = f.plan_with(std::move(uploader));
+    p.post_load.push_back(std::make_shared<DoubleInPlace>());
+    return p;
+  };
+  auto reference = load_model(nullptr, plan_with_method(nullptr));
+  REQUIRE(reference.is_ok());
+  auto slow = std::make_shared<FaultInjectingFileSystem>();
+  // Slow enough that, without the wait, the doubling would land before final_norm.weight (the
+  // last storage) is written, and the entry would hold doubled weights, doubled again when served.
+  slow->set_write_delay(std::chrono::milliseconds(20));
+  auto store = f.store(slow);
+  auto cold = load_model(store.get(), plan_with_method(std::make_shared<HostStagingUploader>()));
+  REQUIRE(cold.is_ok());
+  CHECK_FALSE(cold->publication.started());  // waited for before the method ran
+  REQUIRE(cold->report.publish.has_value());
+  CHECK(cold->report.publish->result == PublishResult::published);
+  const auto& stages = cold->report.stages;
+  CHECK(std::any_of(stages.begin(), stages.end(),
+                    [](const StageTime& s) { return s.stage.starts_with("publish (wait: post-load method double-in-place"); }));
+  require_identical(cold->weights, reference->weights);
+  auto warm = load_model(store.get(), plan_with_method(std::make_shared<HostStagingUploader>()));
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  require_identical(warm->weights, reference->weights);
+}
+
+TEST_CASE("a CPU load that hands out the published host tensors returns after the publication",
+          "[staging][publication]") {
+  StagingFixture f;
+  auto store = f.store();
+  auto cold = load_model(store.get(), f.plan());  // the plain copy on the CPU hands the host tensors back
+  REQUIRE(cold.is_ok());
+  CHECK_FALSE(cold->publication.started());
+  REQUIRE(cold->report.publish.has_value());
+  CHECK(cold->report.publish->result == PublishResult::published);
 }

@@ -155,6 +155,15 @@ int main(int argc, char** argv) {
     const bool same = reference->fingerprint == first->fingerprint;
     fmt::print("weights and outputs (no cache / first process): {}\n\n", same ? "bit-identical" : "DIFFERENT");
     if (!same) return 3;
+    if (first->model.publication.started()) {
+      // On a GPU the load returned while the snapshot was still being written; a server would go
+      // on serving. The restarted process needs the entry, so this one waits for it.
+      const PublishOutcome p = first->model.publication.wait();
+      fmt::print("background publication: {}{}\n\n", to_string(p.result),
+                 p.result == PublishResult::published
+                     ? fmt::format(" ({} in {})", format_size(p.bytes), format_duration(p.seconds))
+                     : ": " + p.status.to_string());
+    }
     fmt::print("restarting as a new process...\n\n");
     return start_restarted_process(argc, argv, first->fingerprint);
   }
