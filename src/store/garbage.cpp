@@ -43,12 +43,12 @@ class Collector {
   }
 
   void stray(const std::string& path, const std::string& what) {
-    auto st = fs_.stat(path);
+    auto st = fs_.stat(path, Follow::no);
     if (st && old_enough(*st, grace_ns())) take(path, (st->is_directory ? "stray directory" : "stray file") + what);
   }
 
   void unfinished(const std::string& path) {
-    auto st = fs_.stat(path);
+    auto st = fs_.stat(path, Follow::no);
     if (!st) return;
     if (!st->is_directory) {
       if (options_.strays) stray(path, " in tmp/");
@@ -69,13 +69,13 @@ class Collector {
   void trash(const std::string& path) {
     // Removed entries wait here until the last process that mapped them lets go.
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
-    if (lease || (lease.status().code() == StatusCode::not_found && fs_.stat(path)))
+    if (lease || (lease.status().code() == StatusCode::not_found && fs_.stat(path, Follow::no)))
       take(path, "removed entry, no longer in use");
   }
 
   // Files inside an entry that its manifest does not name (a torn stamp write, say).
   void entry_strays(const std::string& path, const std::string& id) {
-    auto bytes = read_file(fs_, path + "/" + store::kManifestFile);
+    auto bytes = read_file(fs_, path + "/" + store::kManifestFile, format::kMaxManifestBytes, Follow::no);
     if (!bytes) return;  // a damaged entry is `verify`'s business, not gc's
     auto manifest = format::decode_manifest(*bytes);
     if (!manifest) return;
@@ -123,7 +123,8 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
     if (!entries) return entries.status();
     for (const auto& e : *entries) {
       const std::string path = store.entry_path(e.name);
-      auto st = fs.stat(path);  // list_directory does not say which names are directories
+      // A symlink named like an entry is a stray: entry_strays would remove names in its target.
+      auto st = fs.stat(path, Follow::no);
       if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
       else c.stray(path, " in entries/");
     }

@@ -197,6 +197,9 @@ Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::s
 
 Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
   std::string bytes = format::encode_manifest(m);
+  if (bytes.size() > format::kMaxManifestBytes)  // no load would read it
+    return Status(StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
+                                                       format_size(bytes.size()), format_size(format::kMaxManifestBytes)));
   auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_exclusive);
   if (!fd) return fd.status();
   SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));

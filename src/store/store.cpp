@@ -23,12 +23,12 @@ std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode) {
   std::string path = entry_path + "/" + kLeaseFile;
-  auto fd = fs.open(path, OpenMode::read);
+  auto fd = open_in_cache(fs, path, OpenMode::read);
   if (!fd) return fd.status();
   Status st = fs.lock(fd->get(), mode, LockWait::no_wait);
   if (!st) return st;
   auto held = fs.fstat(fd->get());
-  auto now = fs.stat(path);
+  auto now = fs.stat(path, Follow::no);
   if (!held) return held.status();
   if (!now || now->inode != held->inode || now->device != held->device)
     return Status(StatusCode::not_found, "entry was removed while its lease was being taken");
@@ -102,7 +102,7 @@ namespace {
 // Reads just the key at the front of a manifest: enough to explain a miss, without reading (or
 // trusting) the rest. The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
-  auto fd = fs.open(manifest_path, OpenMode::read);
+  auto fd = open_in_cache(fs, manifest_path, OpenMode::read);
   if (!fd) return fd.status();
   std::string head(format::kManifestHeadBytes, '\0');
   SNAPCACHE_RETURN_IF_ERROR(read_all(fs, fd->get(), head.data(), head.size(), 0));
