@@ -257,3 +257,80 @@ TEST_CASE("a 1 TiB sparse stats.json, manifest, stamp or settings file is refuse
     CHECK(config.status().message().find("more than") != std::string::npos);
   }
 }
+
+TEST_CASE("a directory that is not a snapcache cache is refused and left as it was", "[store][hostile][foreign]") {
+  test::TempDir home;
+  ::mkdir((home / "tmp").c_str(), 0755);
+  test::write_bytes(home / "tmp/work", "mine");
+  test::write_bytes(home / "notes", "mine");
+  auto opened = Store::open(test::test_config(home.path()));
+  REQUIRE_FALSE(opened);
+  CHECK(opened.status().code() == StatusCode::foreign);
+  CHECK(opened.status().message().find("not a snapcache cache") != std::string::npos);
+  CHECK_FALSE(test::path_exists(home / "entries"));
+  CHECK_FALSE(test::path_exists(home / "trash"));
+  CHECK_FALSE(test::path_exists(home / "CACHEDIR.TAG"));
+  CHECK(test::read_bytes(home / "tmp/work") == "mine");
+
+  // Another program's cache carries the standard tag, without snapcache's line.
+  test::TempDir other;
+  test::write_bytes(other / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# other tool\n");
+  CHECK_FALSE(Store::open(test::test_config(other.path())));
+}
+
+TEST_CASE("an empty or absent directory becomes a cache, and a cache made by earlier releases opens",
+          "[store][hostile][adopt]") {
+  test::TempDir dir;
+  REQUIRE(Store::open(test::test_config(dir.path())));  // empty
+  CHECK(test::read_bytes(dir / "CACHEDIR.TAG").find("snapcache cache") != std::string::npos);
+  auto absent = Store::open(test::test_config(dir / "new/cache"));
+  REQUIRE(absent);
+
+  // What earlier releases wrote: the three directories, then this tag, and an operator's notes.
+  test::TempDir earlier;
+  for (const char* sub : {"entries", "tmp", "trash"}) ::mkdir((earlier / sub).c_str(), 0755);
+  test::write_bytes(earlier / "CACHEDIR.TAG",
+                    "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# This directory is a snapcache cache; see https://bford.info/cachedir/\n");
+  test::write_bytes(earlier / "notes", "mine");
+  auto store = Store::open(test::test_config(earlier.path()));
+  REQUIRE(store);
+  REQUIRE(test::publish_raw(**store, test::store_key(12), test::raw_model(12)).result == PublishResult::published);
+  auto reopened = Store::open(test::test_config(earlier.path()));
+  REQUIRE(reopened);
+  CHECK((*reopened)->lookup(test::store_key(12)).result == LookupResult::hit);
+}
+
+TEST_CASE("a cache writable by others, owned by another user or with a linked trash/ is refused with the reason",
+          "[store][hostile][owner]") {
+  test::TempDir dir;
+  REQUIRE(Store::open(test::test_config(dir.path())));
+
+  ::chmod(dir.path().c_str(), 0777);
+  auto shared = Store::open(test::test_config(dir.path()));
+  REQUIRE_FALSE(shared);
+  CHECK(shared.status().code() == StatusCode::permission_denied);
+  CHECK(shared.status().message().find("chmod go-w") != std::string::npos);
+  ::chmod(dir.path().c_str(), 0700);
+
+  ::chmod((dir / "trash").c_str(), 0770);
+  CHECK_FALSE(Store::open(test::test_config(dir.path())));
+  ::chmod((dir / "trash").c_str(), 0755);
+  REQUIRE(Store::open(test::test_config(dir.path())));
+
+  Outside outside;
+  test::remove_path(dir / "trash");
+  make_symlink(outside.dir.path(), dir / "trash");
+  auto linked = Store::open(test::test_config(dir.path()));
+  REQUIRE_FALSE(linked);
+  CHECK(linked.status().message().find("symbolic link") != std::string::npos);
+  CHECK(outside.intact());
+  test::remove_path(dir / "trash");
+
+  if (::geteuid() == 0) {  // only root can give a directory away
+    REQUIRE(::chown(dir.path().c_str(), 4242, 4242) == 0);
+    auto foreign = Store::open(test::test_config(dir.path()));
+    REQUIRE_FALSE(foreign);
+    CHECK(foreign.status().message().find("owned by uid 4242") != std::string::npos);
+  }
+}
