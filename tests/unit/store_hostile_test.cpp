@@ -44,6 +44,12 @@ std::int64_t mtime_ns(const std::string& path) {
   return st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec;
 }
 
+unsigned permissions(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) throw std::runtime_error("stat " + path);
+  return st.st_mode & 07777;
+}
+
 constexpr std::uint64_t kTiB = 1ull << 40;
 
 // Runs `body` in a child process that SIGALRM kills after `seconds`: a regression that blocks
@@ -333,4 +339,19 @@ TEST_CASE("a cache writable by others, owned by another user or with a linked tr
     REQUIRE_FALSE(foreign);
     CHECK(foreign.status().message().find("owned by uid 4242") != std::string::npos);
   }
+}
+
+TEST_CASE("published entry files are read-only", "[store][hostile][read-only]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  const Key key = test::store_key(13);
+  REQUIRE(test::publish_raw(*store, key, test::raw_model(13)).result == PublishResult::published);
+  const std::string entry = store->entry_path(key_id(key));
+  CHECK(permissions(entry + "/data-0000.bin") == 0444);
+  CHECK(permissions(entry + "/manifest.snap") == 0444);
+  CHECK(permissions(entry + "/lease") == 0444);
+  // Loads still lease, touch and map it.
+  auto loaded = store->lookup(key);
+  REQUIRE(loaded.result == LookupResult::hit);
+  CHECK(test::same_data(*loaded.snapshot, test::raw_model(13)));
 }
