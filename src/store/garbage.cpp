@@ -26,6 +26,11 @@ bool is_atomic_leftover(const std::string& name) {
   return false;
 }
 
+// No lease file, or one nobody can hold (a symlink or FIFO planted there: loads refuse to open it).
+bool no_usable_lease(const Status& st) {
+  return st.code() == StatusCode::not_found || st.code() == StatusCode::foreign;
+}
+
 class Collector {
  public:
   Collector(FileSystem& fs, const GarbageOptions& options)
@@ -60,8 +65,7 @@ class Collector {
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
     if (lease) {
       take(path, "unfinished publication, its writer is gone");
-    } else if (lease.status().code() == StatusCode::not_found &&
-               old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
+    } else if (no_usable_lease(lease.status()) && old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
       take(path, "unfinished publication without a lease file");
     }
   }
@@ -69,7 +73,7 @@ class Collector {
   void trash(const std::string& path) {
     // Removed entries wait here until the last process that mapped them lets go.
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
-    if (lease || (lease.status().code() == StatusCode::not_found && fs_.stat(path, Follow::no)))
+    if (lease || (no_usable_lease(lease.status()) && fs_.stat(path, Follow::no)))
       take(path, "removed entry, no longer in use");
   }
 

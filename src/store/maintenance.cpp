@@ -181,7 +181,9 @@ Status quarantine(Store& store, const std::string& id, const std::string& why) {
   log(LogLevel::warn, fmt::format("entry {} is damaged ({}); removing it", store::short_id(id), why));
   SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(id), trash));
   auto lease = store::take_lease(fs, trash, LockMode::exclusive);
-  if (lease || lease.status().code() == StatusCode::not_found) return remove_tree(fs, trash);
+  // A lease that is not a regular file (foreign) is one nobody can hold.
+  if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign)
+    return remove_tree(fs, trash);
   return Status::ok();
 }
 

@@ -106,8 +106,9 @@ bool being_initialised(FileSystem& fs, const std::string& dir, const std::vector
 // The cache directory and its subdirectories belong to the user who runs the store and only that
 // user may write them: the store deletes what it finds in tmp/ and trash/ and maps what it finds
 // in entries/, so whoever else can write there could make it delete or serve their files.
-Status check_owned(FileSystem& fs, const std::string& path) {
-  auto st = fs.stat(path, Follow::no);
+// `follow`: the cache path itself may be a link the user made; its subdirectories may not.
+Status check_owned(FileSystem& fs, const std::string& path, Follow follow) {
+  auto st = fs.stat(path, follow);
   if (!st) return st.status();
   if (st->is_symlink)
     return Status(StatusCode::foreign, path + " is a symbolic link; the store does not follow links inside its cache "
@@ -144,13 +145,13 @@ Status prepare_cache_directory(FileSystem& fs, const std::string& dir) {
                   dir + " is not empty and is not a snapcache cache (it has no CACHEDIR.TAG written by snapcache); "
                         "the store will not adopt it, since it empties the tmp/ and trash/ of its cache. "
                         "Use a new or empty directory");
-  SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, dir));
+  SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, dir, Follow::yes));
   // The tag first: from then on, the directory is recognised as a cache whatever else it holds.
   if (!ours) SNAPCACHE_RETURN_IF_ERROR(write_file_atomic(fs, dir + "/" + store::kTagFile, std::string(kTagContents)));
   for (const char* sub : {store::kEntriesDir, store::kTmpDir, store::kTrashDir}) {
     const std::string path = dir + "/" + sub;
     if (Status made = fs.make_directory(path); !made && made.sys_errno() != EEXIST) return made;
-    SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, path));
+    SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, path, Follow::no));
   }
   return Status::ok();
 }

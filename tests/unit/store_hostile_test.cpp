@@ -198,6 +198,11 @@ TEST_CASE("a FIFO as manifest, lease or settings file is refused at once instead
         }) == 0);
   CHECK(within_seconds(20, [&] { return store->lookup(fifo_manifest).result != LookupResult::hit ? 0 : 1; }) == 0);
   CHECK(within_seconds(20, [&] { return store->lookup(fifo_lease).result != LookupResult::hit ? 0 : 1; }) == 0);
+  // What those loads moved to trash/ (an entry whose lease nobody can hold) is collected.
+  CHECK(within_seconds(20, [&] {
+          auto garbage = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
+          return garbage && test::count_entries(dir / "trash") == 0 ? 0 : 1;
+        }) == 0);
   // In this process too (the child's quarantines happened there): the reason names the FIFO.
   test::TempDir again;
   auto second = *Store::open(test::test_config(again.path()));
@@ -291,6 +296,10 @@ TEST_CASE("an empty or absent directory becomes a cache, and a cache made by ear
   CHECK(test::read_bytes(dir / "CACHEDIR.TAG").find("snapcache cache") != std::string::npos);
   auto absent = Store::open(test::test_config(dir / "new/cache"));
   REQUIRE(absent);
+  // The cache path itself may be a link the user made (~/.cache/snapcache -> /data/snapcache).
+  test::TempDir elsewhere;
+  make_symlink(dir.path(), elsewhere / "cache");
+  REQUIRE(Store::open(test::test_config(elsewhere / "cache")));
 
   // What earlier releases wrote: the three directories, then this tag, and an operator's notes.
   test::TempDir earlier;
