@@ -23,12 +23,21 @@ struct FileIdentity {
   std::int64_t mtime_ns = 0;
   std::int64_t ctime_ns = 0;
   bool is_directory = false;
-  bool operator==(const FileIdentity&) const = default;
+  // What the file is and who may change it. Not part of the identity (== ignores them): they are
+  // not stored with an entry, and they answer "may the store use this?", not "did it change?".
+  bool is_symlink = false;  // only from stat(path, Follow::no) and stat_at
+  bool is_regular = false;
+  std::uint32_t permissions = 0;  // st_mode & 07777
+  std::uint32_t owner = 0;        // st_uid
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns &&
+           ctime_ns == o.ctime_ns && is_directory == o.is_directory;
+  }
 };
 
 struct DirEntry {
   std::string name;
-  bool is_directory = false;
+  bool is_directory = false;  // the name itself: a symlink to a directory is not one
 };
 
 struct SpaceInfo {
@@ -41,7 +50,15 @@ enum class OpenMode {
   read_write,        // O_RDWR
   create_exclusive,  // O_RDWR | O_CREAT | O_EXCL
   create_truncate,   // O_RDWR | O_CREAT | O_TRUNC
+  // O_RDWR | O_CREAT | O_EXCL with permissions 0444: this descriptor writes the file, no later
+  // open may (entry files, see docs/reliability.md).
+  create_read_only,
 };
+
+// Whether a symlink as the last component of a path is followed. Inside the cache nothing is
+// (Follow::no): a link planted there must never lead a read, a write or a delete out of it. Files
+// the user names (checkpoints, sources, the settings file) may be links, and are followed.
+enum class Follow { yes, no };
 
 enum class MapMode {
   read_only_shared,      // PROT_READ, MAP_SHARED
@@ -97,7 +114,10 @@ class SNAPCACHE_API FileSystem {
  public:
   virtual ~FileSystem() = default;
 
-  virtual Result<UniqueFd> open(const std::string& path, OpenMode mode) = 0;
+  // Opens regular files only, never blocking: a FIFO, socket, device or directory at `path` is
+  // refused (StatusCode::foreign) instead of hanging the caller or being read as data.
+  virtual Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) = 0;
+  Result<UniqueFd> open(const std::string& path, OpenMode mode) { return open(path, mode, Follow::yes); }
   // May transfer fewer bytes than asked, as the system calls may.
   virtual Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
                                      std::uint64_t offset) = 0;
@@ -111,14 +131,29 @@ class SNAPCACHE_API FileSystem {
   virtual Status make_directory(const std::string& path) = 0;  // EEXIST is an error
   virtual Status remove_file(const std::string& path) = 0;
   virtual Status remove_directory(const std::string& path) = 0;  // empty directories only
-  virtual Result<FileIdentity> stat(const std::string& path) = 0;
+  virtual Result<FileIdentity> stat(const std::string& path, Follow follow) = 0;
+  Result<FileIdentity> stat(const std::string& path) { return stat(path, Follow::yes); }
   virtual Result<FileIdentity> fstat(int fd) = 0;
   virtual Result<std::vector<DirEntry>> list_directory(const std::string& path) = 0;
+
+  // Walking a tree by directory descriptors, so that a name is always looked up in the directory
+  // already opened and a symlink below it is never followed (remove_tree, tree_size).
+  // The directory at `path`, which the caller names itself (its components may be links).
+  virtual Result<UniqueFd> open_directory(const std::string& path) = 0;
+  // The directory `name` in `dir_fd`; a symlink there is refused (ELOOP), not followed.
+  virtual Result<UniqueFd> open_directory_at(int dir_fd, const std::string& name) = 0;
+  virtual Result<std::vector<DirEntry>> list_directory_at(int dir_fd) = 0;
+  // `name` in `dir_fd` itself, never a symlink's target.
+  virtual Result<FileIdentity> stat_at(int dir_fd, const std::string& name) = 0;
+  // unlinkat: removes `name` from `dir_fd` (a symlink itself, never its target); a directory must
+  // be empty.
+  virtual Status remove_at(int dir_fd, const std::string& name, bool is_directory) = 0;
   virtual Result<SpaceInfo> space(const std::string& path) = 0;
   virtual Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) = 0;
   // flock(2): the kernel drops the lock when the process dies.
   virtual Status lock(int fd, LockMode mode, LockWait wait) = 0;
-  virtual Status touch(const std::string& path) = 0;  // sets mtime to now
+  // Sets mtime to now; a symlink at `path` gets its own time changed, never its target's.
+  virtual Status touch(const std::string& path) = 0;
 };
 
 // The real thing: POSIX calls on the local file system.

@@ -42,7 +42,9 @@
 namespace snapcache::format {
 
 inline constexpr std::string_view kManifestMagic{"SNAPCACHE-MANIF\0", 16};
-inline constexpr std::size_t kMaxManifestBytes = 1ull << 30;
+// The largest manifest read into memory (or written): far above a real one (a thousand-GiB model
+// in 4 MiB chunks has 2 MiB of chunk hashes), far below what would exhaust a loader's memory.
+inline constexpr std::size_t kMaxManifestBytes = 256ull << 20;
 inline constexpr std::size_t kMaxDims = 64;
 
 // The fixed-size start of a manifest: its header and the length of the key that follows. Enough

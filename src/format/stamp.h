@@ -22,6 +22,9 @@ struct Stamp {
   std::vector<FileIdentity> identities;  // in the manifest's file order
 };
 
+// The largest stamp read into memory: ~40 bytes per data file, and entries have a handful.
+inline constexpr std::size_t kMaxStampBytes = 1u << 20;
+
 std::string encode_stamp(const Stamp& stamp);
 Result<Stamp> decode_stamp(std::string_view bytes);
 

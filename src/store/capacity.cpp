@@ -38,7 +38,7 @@ Result<std::vector<Candidate>> eviction_order(Store& store) {
   std::vector<Candidate> candidates;
   for (const auto& e : *names) {
     if (!is_entry_id(e.name)) continue;
-    auto lease = store.fs().stat(store.entry_path(e.name) + "/" + kLeaseFile);
+    auto lease = store.fs().stat(store.entry_path(e.name) + "/" + kLeaseFile, Follow::no);
     candidates.push_back({e.name, lease ? lease->mtime_ns : 0});  // no lease file: damaged, evict first
   }
   std::sort(candidates.begin(), candidates.end(),

@@ -70,7 +70,9 @@ Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::s
   std::string version = fmt::format("snapcache-format-{}", kFormatVersion);
   h.update(version.data(), version.size());
   for (const auto& path : paths) {
-    auto bytes = read_file(fs, path);
+    // Loader sources are code; a file of this size is a mistake in the list, not source.
+    constexpr std::uint64_t kMaxSourceFileBytes = 64ull << 20;
+    auto bytes = read_file(fs, path, kMaxSourceFileBytes, Follow::yes);
     if (!bytes) return bytes.status().with_context("source file");
     std::uint64_t sizes[2] = {path.size(), bytes->size()};
     h.update(sizes, sizeof sizes);
@@ -86,7 +88,9 @@ DigestMemo::DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path)
 Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
   using nlohmann::json;
   json memo = json::object();
-  if (auto text = read_file(*fs_, path_)) {
+  // One line per checkpoint file ever digested; inside the cache, so never followed.
+  constexpr std::uint64_t kMaxMemoBytes = 64ull << 20;
+  if (auto text = read_file(*fs_, path_, kMaxMemoBytes, Follow::no)) {
     memo = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (memo.is_discarded() || !memo.is_object()) memo = json::object();  // a damaged memo is only a cache
   }

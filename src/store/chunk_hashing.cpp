@@ -24,7 +24,7 @@ RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const M
   std::vector<Job> jobs;
   std::vector<UniqueFd> fds(manifest.files.size());
   for (std::uint32_t f : files) {
-    auto fd = fs.open(entry_path + "/" + manifest.files[f].name, OpenMode::read);
+    auto fd = open_in_cache(fs, entry_path + "/" + manifest.files[f].name, OpenMode::read);
     if (!fd) {
       result.status = fd.status();
       return result;

@@ -66,7 +66,9 @@ std::optional<bool> parse_bool(std::string_view s) {
 // `name = value` lines, `#` comments. Errors name the file and line, so a person can fix them.
 Status apply_file(Config& c, const std::string& path) {
   auto fs = posix_file_system();
-  auto text = read_file(*fs, path);
+  // A settings file is a few lines; the user's file may be a link (dotfile managers make them).
+  constexpr std::uint64_t kMaxSettingsBytes = 1u << 20;
+  auto text = read_file(*fs, path, kMaxSettingsBytes, Follow::yes);
   if (!text) return text.status().with_context("settings file");
   std::string_view rest = *text;
   for (int line_no = 1; !rest.empty(); ++line_no) {

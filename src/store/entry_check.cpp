@@ -16,7 +16,7 @@ namespace {
 Status damaged(std::string why) { return {StatusCode::damaged, std::move(why)}; }
 
 Result<Manifest> read_manifest(FileSystem& fs, const std::string& entry_path) {
-  auto bytes = read_file(fs, entry_path + "/" + kManifestFile);
+  auto bytes = read_file(fs, entry_path + "/" + kManifestFile, format::kMaxManifestBytes, Follow::no);
   if (!bytes) {
     const StatusCode code = bytes.status().code();
     if (code != StatusCode::not_found && code != StatusCode::damaged) return bytes.status();
@@ -29,7 +29,7 @@ Result<Manifest> read_manifest(FileSystem& fs, const std::string& entry_path) {
 }
 
 std::optional<format::Stamp> read_stamp(FileSystem& fs, const std::string& entry_path, std::size_t files) {
-  auto text = read_file(fs, entry_path + "/" + kStampFile);
+  auto text = read_file(fs, entry_path + "/" + kStampFile, format::kMaxStampBytes, Follow::no);
   if (!text) return std::nullopt;
   auto stamp = format::decode_stamp(*text);
   if (!stamp || stamp->identities.size() != files) return std::nullopt;  // torn or stale: rehash
@@ -40,6 +40,17 @@ std::optional<format::Stamp> read_stamp(FileSystem& fs, const std::string& entry
 
 EntryCheck check_entry(FileSystem& fs, const std::string& entry_path, const std::string& id) {
   EntryCheck check;
+  // The store only ever renames real directories into entries/. Anything else there (a symlink to
+  // a directory elsewhere, say) is never read as an entry; as damage it is moved to trash/, where
+  // the link itself is removed and its target left alone.
+  if (auto dir = fs.stat(entry_path, Follow::no); !dir) {
+    check.status = dir.status();
+    return check;
+  } else if (!dir->is_directory) {
+    check.status = Status(StatusCode::foreign, entry_path + (dir->is_symlink ? " is a symbolic link" : " is not a directory") +
+                                                   ", not an entry the store wrote");
+    return check;
+  }
   auto manifest = read_manifest(fs, entry_path);
   if (!manifest) {
     check.status = manifest.status();
@@ -51,7 +62,7 @@ EntryCheck check_entry(FileSystem& fs, const std::string& entry_path, const std:
     check.status = damaged("stored key does not hash to the entry's id");
     return check;
   }
-  if (auto lease = fs.stat(entry_path + "/" + kLeaseFile); !lease) {
+  if (auto lease = fs.stat(entry_path + "/" + kLeaseFile, Follow::no); !lease) {
     check.status = lease.status().code() == StatusCode::not_found ? damaged("entry has no lease file") : lease.status();
     return check;
   }
@@ -62,7 +73,7 @@ EntryCheck check_entry(FileSystem& fs, const std::string& entry_path, const std:
   if (stamp) check.verified_unix_ns = stamp->verified_unix_ns;
   for (std::uint32_t i = 0; i < m.files.size(); ++i) {
     const DataFile& file = m.files[i];
-    auto fd = fs.open(entry_path + "/" + file.name, OpenMode::read);
+    auto fd = open_in_cache(fs, entry_path + "/" + file.name, OpenMode::read);
     if (!fd) {
       check.status = fd.status().code() == StatusCode::not_found ? damaged("data file " + file.name + " is missing")
                                                                  : fd.status();

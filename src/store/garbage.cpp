@@ -26,6 +26,11 @@ bool is_atomic_leftover(const std::string& name) {
   return false;
 }
 
+// No lease file, or one nobody can hold (a symlink or FIFO planted there: loads refuse to open it).
+bool no_usable_lease(const Status& st) {
+  return st.code() == StatusCode::not_found || st.code() == StatusCode::foreign;
+}
+
 class Collector {
  public:
   Collector(FileSystem& fs, const GarbageOptions& options)
@@ -43,12 +48,12 @@ class Collector {
   }
 
   void stray(const std::string& path, const std::string& what) {
-    auto st = fs_.stat(path);
+    auto st = fs_.stat(path, Follow::no);
     if (st && old_enough(*st, grace_ns())) take(path, (st->is_directory ? "stray directory" : "stray file") + what);
   }
 
   void unfinished(const std::string& path) {
-    auto st = fs_.stat(path);
+    auto st = fs_.stat(path, Follow::no);
     if (!st) return;
     if (!st->is_directory) {
       if (options_.strays) stray(path, " in tmp/");
@@ -60,8 +65,7 @@ class Collector {
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
     if (lease) {
       take(path, "unfinished publication, its writer is gone");
-    } else if (lease.status().code() == StatusCode::not_found &&
-               old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
+    } else if (no_usable_lease(lease.status()) && old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
       take(path, "unfinished publication without a lease file");
     }
   }
@@ -69,13 +73,13 @@ class Collector {
   void trash(const std::string& path) {
     // Removed entries wait here until the last process that mapped them lets go.
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
-    if (lease || (lease.status().code() == StatusCode::not_found && fs_.stat(path)))
+    if (lease || (no_usable_lease(lease.status()) && fs_.stat(path, Follow::no)))
       take(path, "removed entry, no longer in use");
   }
 
   // Files inside an entry that its manifest does not name (a torn stamp write, say).
   void entry_strays(const std::string& path, const std::string& id) {
-    auto bytes = read_file(fs_, path + "/" + store::kManifestFile);
+    auto bytes = read_file(fs_, path + "/" + store::kManifestFile, format::kMaxManifestBytes, Follow::no);
     if (!bytes) return;  // a damaged entry is `verify`'s business, not gc's
     auto manifest = format::decode_manifest(*bytes);
     if (!manifest) return;
@@ -123,7 +127,8 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
     if (!entries) return entries.status();
     for (const auto& e : *entries) {
       const std::string path = store.entry_path(e.name);
-      auto st = fs.stat(path);  // list_directory does not say which names are directories
+      // A symlink named like an entry is a stray: entry_strays would remove names in its target.
+      auto st = fs.stat(path, Follow::no);
       if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
       else c.stray(path, " in entries/");
     }

@@ -15,7 +15,9 @@ Status write_key_file(FileSystem& fs, const std::string& path, const Key& key) {
 }
 
 Result<Key> read_key_file(FileSystem& fs, const std::string& path) {
-  auto bytes = read_file(fs, path);
+  // A key is a few hundred bytes; the path may be one the user names (`snapcache why FILE`).
+  constexpr std::uint64_t kMaxKeyFileBytes = 1u << 20;
+  auto bytes = read_file(fs, path, kMaxKeyFileBytes, Follow::yes);
   if (!bytes) return bytes.status();
   auto key = decode_key(*bytes);
   if (!key) return Status(key.status().code(), path + " is not a snapcache key file: " + key.status().message());
@@ -44,7 +46,8 @@ std::vector<Found> key_files(FileSystem& fs, const std::string& dir) {
   if (!names) return out;
   for (const auto& e : *names) {
     if (e.name.size() != 32 + 4 || !e.name.ends_with(kKeySuffix) || !is_entry_id(e.name.substr(0, 32))) continue;
-    if (auto st = fs.stat(dir + "/" + e.name)) out.push_back({e.name, st->mtime_ns});
+    // Only files the store wrote: a symlink or FIFO named like a key file is nobody's miss.
+    if (auto st = fs.stat(dir + "/" + e.name, Follow::no); st && st->is_regular) out.push_back({e.name, st->mtime_ns});
   }
   std::sort(out.begin(), out.end(), [](const Found& a, const Found& b) { return a.mtime_ns > b.mtime_ns; });
   return out;
@@ -56,6 +59,8 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
   FileSystem& fs = side_fs();
   const std::string dir = cache_directory + "/" + kMissesDir;
   if (!make_directories(fs, dir)) return;
+  // A misses/ that is a symlink would receive key files wherever it points.
+  if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
   if (!write_key_file(fs, dir + "/" + id + kKeySuffix, key)) return;
   auto found = key_files(fs, dir);
   for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i) (void)fs.remove_file(dir + "/" + found[i].name);

@@ -1,6 +1,7 @@
 // The cache directory's layout and the small shared pieces of the store's implementation.
 //
-//   <dir>/CACHEDIR.TAG         marks the tree as a cache for backup tools
+//   <dir>/CACHEDIR.TAG         marks the tree as a cache for backup tools, and as snapcache's:
+//                              Store::open uses no other non-empty directory
 //   <dir>/entries/<id>/        published entries (see src/format/manifest.h)
 //   <dir>/tmp/<id>.<nonce>/    publications in progress; their writer holds flock(LOCK_EX) on
 //                              the lease file inside, so a dead writer's leftovers are detectable

@@ -84,7 +84,7 @@ Result<std::vector<EntryInfo>> list_entries(Store& store) {
     info.id = e.name.substr(0, e.name.find('.'));
     info.path = dir + "/" + store::kTmpDir + "/" + e.name;
     info.state = EntryState::unfinished;
-    auto st = fs.stat(info.path);
+    auto st = fs.stat(info.path, Follow::no);
     auto bytes = tree_size(fs, info.path);
     if (!st || !bytes) continue;  // finished or collected while we looked
     info.bytes = *bytes;
@@ -101,13 +101,13 @@ Result<EntryInfo> entry_info(Store& store, const std::string& id) {
   EntryInfo info;
   info.id = id;
   info.path = store.entry_path(id);
-  auto dir = fs.stat(info.path);
+  auto dir = fs.stat(info.path, Follow::no);
   if (!dir) return dir.status();
   auto bytes = tree_size(fs, info.path);
   if (!bytes) return bytes.status();
   info.bytes = *bytes;
   info.last_use_unix_ns = dir->mtime_ns;
-  if (auto lease = fs.stat(info.path + "/" + store::kLeaseFile)) {
+  if (auto lease = fs.stat(info.path + "/" + store::kLeaseFile, Follow::no)) {
     info.last_use_unix_ns = lease->mtime_ns;
     info.lease_holders = store::flock_holders(*lease);
     info.leased = !info.lease_holders.empty();
@@ -156,7 +156,7 @@ Result<std::uint64_t> remove_entry(Store& store, const std::string& id) {
   if (!lease) {
     if (lease.status().code() == StatusCode::busy) {
       std::vector<int> pids;
-      if (auto st = fs.stat(path + "/" + store::kLeaseFile)) pids = store::flock_holders(*st);
+      if (auto st = fs.stat(path + "/" + store::kLeaseFile, Follow::no)) pids = store::flock_holders(*st);
       return Status(StatusCode::busy, pids.empty() ? "entry is leased" : "entry is leased by " + describe_processes(pids));
     }
     if (lease.status().code() != StatusCode::not_found || !fs.stat(path)) return lease.status();
@@ -181,7 +181,9 @@ Status quarantine(Store& store, const std::string& id, const std::string& why) {
   log(LogLevel::warn, fmt::format("entry {} is damaged ({}); removing it", store::short_id(id), why));
   SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(id), trash));
   auto lease = store::take_lease(fs, trash, LockMode::exclusive);
-  if (lease || lease.status().code() == StatusCode::not_found) return remove_tree(fs, trash);
+  // A lease that is not a regular file (foreign) is one nobody can hold.
+  if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign)
+    return remove_tree(fs, trash);
   return Status::ok();
 }
 

@@ -102,7 +102,7 @@ class PendingEntry {
     PendingEntry entry(fs, std::move(tmp_path));
     SNAPCACHE_RETURN_IF_ERROR(fs.make_directory(entry.path_));
     entry.created_ = true;
-    auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_exclusive);
+    auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_read_only);
     if (!lease) return lease.status();
     SNAPCACHE_RETURN_IF_ERROR(fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait));
     entry.lease_ = std::move(*lease);
@@ -175,7 +175,9 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
 Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
                   std::size_t threads) {
   DataFile& df = m.files[0];
-  auto data = fs.open(entry.file(df.name), OpenMode::create_exclusive);
+  // Read-only from the start: an accidental write to a published entry (which every loader maps)
+  // is refused, and no chmod after the data changes the identity recorded below.
+  auto data = fs.open(entry.file(df.name), OpenMode::create_read_only);
   if (!data) return data.status();
   SNAPCACHE_RETURN_IF_ERROR(fs.allocate(data->get(), df.size));
   SNAPCACHE_RETURN_IF_ERROR(util::parallel_for(df.chunk_hashes.size(), threads, [&](std::size_t c) -> Status {
@@ -197,7 +199,10 @@ Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::s
 
 Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
   std::string bytes = format::encode_manifest(m);
-  auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_exclusive);
+  if (bytes.size() > format::kMaxManifestBytes)  // no load would read it
+    return Status(StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
+                                                       format_size(bytes.size()), format_size(format::kMaxManifestBytes)));
+  auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_read_only);
   if (!fd) return fd.status();
   SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));
   return fs.fsync(fd->get());

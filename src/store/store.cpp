@@ -1,6 +1,10 @@
 #include "snapcache/store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <string_view>
 
 #include "util/fmt.h"
 
@@ -23,12 +27,12 @@ std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode) {
   std::string path = entry_path + "/" + kLeaseFile;
-  auto fd = fs.open(path, OpenMode::read);
+  auto fd = open_in_cache(fs, path, OpenMode::read);
   if (!fd) return fd.status();
   Status st = fs.lock(fd->get(), mode, LockWait::no_wait);
   if (!st) return st;
   auto held = fs.fstat(fd->get());
-  auto now = fs.stat(path);
+  auto now = fs.stat(path, Follow::no);
   if (!held) return held.status();
   if (!now || now->inode != held->inode || now->device != held->device)
     return Status(StatusCode::not_found, "entry was removed while its lease was being taken");
@@ -69,23 +73,98 @@ const char* to_string(EntryState s) {
 
 Store::Store(Config config, std::shared_ptr<FileSystem> fs) : config_(std::move(config)), fs_(std::move(fs)) {}
 
+namespace {
+
+// The tag every cache snapcache creates has carried since the first release: the cachedir
+// standard's signature (for backup tools), then snapcache's own line. The second line is what
+// makes a directory a snapcache cache; another program's cache has the signature alone.
+constexpr std::string_view kTagSignature = "Signature: 8a477f597d28d172789f06886806bc55\n";
+constexpr std::string_view kTagOwnLine = "# This directory is a snapcache cache";
+constexpr std::string_view kTagContents =
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This directory is a snapcache cache; see https://bford.info/cachedir/\n";
+
+bool has_snapcache_tag(FileSystem& fs, const std::string& dir) {
+  auto text = read_file(fs, dir + "/" + store::kTagFile, 4096, Follow::no);
+  return text && text->starts_with(kTagSignature) && text->find(kTagOwnLine) != std::string::npos;
+}
+
+// What a process that is creating the cache right now has made so far: the tag being written
+// (its temporary file) and the empty subdirectories. Adopting that removes nothing of anyone's.
+bool being_initialised(FileSystem& fs, const std::string& dir, const std::vector<DirEntry>& names) {
+  const std::string tag_temp = std::string(store::kTagFile) + ".tmp.";
+  for (const auto& e : names) {
+    if (e.name.starts_with(tag_temp)) continue;
+    bool sub = e.name == store::kEntriesDir || e.name == store::kTmpDir || e.name == store::kTrashDir;
+    if (!sub) return false;
+    auto inside = fs.list_directory(dir + "/" + e.name);
+    if (!inside || !inside->empty()) return false;
+  }
+  return true;
+}
+
+// The cache directory and its subdirectories belong to the user who runs the store and only that
+// user may write them: the store deletes what it finds in tmp/ and trash/ and maps what it finds
+// in entries/, so whoever else can write there could make it delete or serve their files.
+// `follow`: the cache path itself may be a link the user made; its subdirectories may not.
+Status check_owned(FileSystem& fs, const std::string& path, Follow follow) {
+  auto st = fs.stat(path, follow);
+  if (!st) return st.status();
+  if (st->is_symlink)
+    return Status(StatusCode::foreign, path + " is a symbolic link; the store does not follow links inside its cache "
+                                              "(remove it, the store recreates the directory)");
+  if (!st->is_directory) return Status(StatusCode::foreign, path + " is not a directory");
+  if (st->owner != static_cast<std::uint32_t>(::geteuid()))
+    return Status(StatusCode::permission_denied,
+                  fmt::format("{} is owned by uid {}, not by this user (uid {}); a cache is used only by its owner "
+                              "(set SNAPCACHE_DIR to a directory of your own)",
+                              path, st->owner, ::geteuid()));
+  if ((st->permissions & 022) != 0)
+    return Status(StatusCode::permission_denied,
+                  fmt::format("{} is writable by group or others (mode {:04o}): another user could make the store "
+                              "delete or serve their files (run chmod go-w {})",
+                              path, st->permissions, path));
+  return Status::ok();
+}
+
+// Refuses a directory that is not a snapcache cache (see docs/reliability.md): pointing the store
+// at $HOME must not make it clean ~/tmp. An absent or empty directory becomes a new cache.
+Status prepare_cache_directory(FileSystem& fs, const std::string& dir) {
+  auto st = fs.stat(dir);  // the cache path itself may be a link the user made
+  if (!st && st.status().code() == StatusCode::not_found) {
+    SNAPCACHE_RETURN_IF_ERROR(make_directories(fs, dir));
+    st = fs.stat(dir);
+  }
+  if (!st) return st.status();
+  if (!st->is_directory) return Status(StatusCode::invalid_argument, dir + " is not a directory");
+  auto names = fs.list_directory(dir);
+  if (!names) return names.status();
+  const bool ours = has_snapcache_tag(fs, dir);
+  if (!ours && !being_initialised(fs, dir, *names))
+    return Status(StatusCode::foreign,
+                  dir + " is not empty and is not a snapcache cache (it has no CACHEDIR.TAG written by snapcache); "
+                        "the store will not adopt it, since it empties the tmp/ and trash/ of its cache. "
+                        "Use a new or empty directory");
+  SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, dir, Follow::yes));
+  // The tag first: from then on, the directory is recognised as a cache whatever else it holds.
+  if (!ours) SNAPCACHE_RETURN_IF_ERROR(write_file_atomic(fs, dir + "/" + store::kTagFile, std::string(kTagContents)));
+  for (const char* sub : {store::kEntriesDir, store::kTmpDir, store::kTrashDir}) {
+    const std::string path = dir + "/" + sub;
+    if (Status made = fs.make_directory(path); !made && made.sys_errno() != EEXIST) return made;
+    SNAPCACHE_RETURN_IF_ERROR(check_owned(fs, path, Follow::no));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSystem> fs) {
   if (config.directory.empty()) config.directory = Config::default_directory();
   while (config.directory.size() > 1 && config.directory.back() == '/') config.directory.pop_back();
   std::shared_ptr<Store> store(new Store(std::move(config), std::move(fs)));
   if (!store->config_.enabled()) return store;  // a disabled cache touches no disk
-  FileSystem& f = *store->fs_;
   const std::string& dir = store->config_.directory;
-  for (const char* sub : {store::kEntriesDir, store::kTmpDir, store::kTrashDir}) {
-    Status st = make_directories(f, dir + "/" + sub);
-    if (!st) return st.with_context("cache directory " + dir);
-  }
-  if (!f.stat(dir + "/" + store::kTagFile)) {
-    // Only backup tools read the tag; a cache without it works the same.
-    (void)write_file_atomic(f, dir + "/" + store::kTagFile,
-                            "Signature: 8a477f597d28d172789f06886806bc55\n"
-                            "# This directory is a snapcache cache; see https://bford.info/cachedir/\n");
-  }
+  if (Status st = prepare_cache_directory(*store->fs_, dir); !st) return st.with_context("cache directory " + dir);
   return store;
 }
 
@@ -102,7 +181,7 @@ namespace {
 // Reads just the key at the front of a manifest: enough to explain a miss, without reading (or
 // trusting) the rest. The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
-  auto fd = fs.open(manifest_path, OpenMode::read);
+  auto fd = open_in_cache(fs, manifest_path, OpenMode::read);
   if (!fd) return fd.status();
   std::string head(format::kManifestHeadBytes, '\0');
   SNAPCACHE_RETURN_IF_ERROR(read_all(fs, fd->get(), head.data(), head.size(), 0));

@@ -10,7 +10,7 @@ const char* to_string(FsOp op) {
   static constexpr const char* names[] = {
       "open", "pwrite", "pread", "fsync", "fsync_directory", "allocate", "rename",
       "make_directory", "remove_file", "remove_directory", "stat", "fstat", "list_directory",
-      "space", "map", "lock", "touch"};
+      "space", "map", "lock", "touch", "open_directory"};
   int i = static_cast<int>(op);
   return i >= 0 && i < static_cast<int>(FsOp::count_) ? names[i] : "?";
 }
@@ -56,9 +56,9 @@ Status injected(const Fault& f, const std::string& what) {
 }
 }  // namespace
 
-Result<UniqueFd> FaultInjectingFileSystem::open(const std::string& path, OpenMode mode) {
+Result<UniqueFd> FaultInjectingFileSystem::open(const std::string& path, OpenMode mode, Follow follow) {
   if (auto f = check(FsOp::open, path)) return injected(*f, path);
-  return base_->open(path, mode);
+  return base_->open(path, mode, follow);
 }
 
 Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, std::size_t size,
@@ -116,9 +116,9 @@ Status FaultInjectingFileSystem::remove_directory(const std::string& path) {
   return base_->remove_directory(path);
 }
 
-Result<FileIdentity> FaultInjectingFileSystem::stat(const std::string& path) {
+Result<FileIdentity> FaultInjectingFileSystem::stat(const std::string& path, Follow follow) {
   if (auto f = check(FsOp::stat, path)) return injected(*f, path);
-  return base_->stat(path);
+  return base_->stat(path, follow);
 }
 
 Result<FileIdentity> FaultInjectingFileSystem::fstat(int fd) {
@@ -129,6 +129,31 @@ Result<FileIdentity> FaultInjectingFileSystem::fstat(int fd) {
 Result<std::vector<DirEntry>> FaultInjectingFileSystem::list_directory(const std::string& path) {
   if (auto f = check(FsOp::list_directory, path)) return injected(*f, path);
   return base_->list_directory(path);
+}
+
+Result<UniqueFd> FaultInjectingFileSystem::open_directory(const std::string& path) {
+  if (auto f = check(FsOp::open_directory, path)) return injected(*f, path);
+  return base_->open_directory(path);
+}
+
+Result<UniqueFd> FaultInjectingFileSystem::open_directory_at(int dir_fd, const std::string& name) {
+  if (auto f = check(FsOp::open_directory, name)) return injected(*f, name);
+  return base_->open_directory_at(dir_fd, name);
+}
+
+Result<std::vector<DirEntry>> FaultInjectingFileSystem::list_directory_at(int dir_fd) {
+  if (auto f = check(FsOp::list_directory)) return injected(*f, "");
+  return base_->list_directory_at(dir_fd);
+}
+
+Result<FileIdentity> FaultInjectingFileSystem::stat_at(int dir_fd, const std::string& name) {
+  if (auto f = check(FsOp::stat, name)) return injected(*f, name);
+  return base_->stat_at(dir_fd, name);
+}
+
+Status FaultInjectingFileSystem::remove_at(int dir_fd, const std::string& name, bool is_directory) {
+  if (auto f = check(is_directory ? FsOp::remove_directory : FsOp::remove_file, name)) return injected(*f, name);
+  return base_->remove_at(dir_fd, name, is_directory);
 }
 
 Result<SpaceInfo> FaultInjectingFileSystem::space(const std::string& path) {

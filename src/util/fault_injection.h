@@ -18,7 +18,7 @@ namespace snapcache {
 
 enum class FsOp : int {
   open, pwrite, pread, fsync, fsync_directory, allocate, rename, make_directory, remove_file,
-  remove_directory, stat, fstat, list_directory, space, map, lock, touch,
+  remove_directory, stat, fstat, list_directory, space, map, lock, touch, open_directory,
   count_  // number of operations, keep last
 };
 const char* to_string(FsOp op);
@@ -47,7 +47,11 @@ class FaultInjectingFileSystem final : public FileSystem {
   std::uint64_t faults_fired() const { return fired_.load(); }
   void reset_counters();
 
-  Result<UniqueFd> open(const std::string& path, OpenMode mode) override;
+  using FileSystem::open;
+  using FileSystem::stat;
+  // The *_at calls count as (and fail like) their path-taking kin: open_directory, list_directory,
+  // stat, remove_file or remove_directory, with the name as the path.
+  Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) override;
   Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
                              std::uint64_t offset) override;
   Result<std::size_t> pread(int fd, void* data, std::size_t size, std::uint64_t offset) override;
@@ -58,9 +62,14 @@ class FaultInjectingFileSystem final : public FileSystem {
   Status make_directory(const std::string& path) override;
   Status remove_file(const std::string& path) override;
   Status remove_directory(const std::string& path) override;
-  Result<FileIdentity> stat(const std::string& path) override;
+  Result<FileIdentity> stat(const std::string& path, Follow follow) override;
   Result<FileIdentity> fstat(int fd) override;
   Result<std::vector<DirEntry>> list_directory(const std::string& path) override;
+  Result<UniqueFd> open_directory(const std::string& path) override;
+  Result<UniqueFd> open_directory_at(int dir_fd, const std::string& name) override;
+  Result<std::vector<DirEntry>> list_directory_at(int dir_fd) override;
+  Result<FileIdentity> stat_at(int dir_fd, const std::string& name) override;
+  Status remove_at(int dir_fd, const std::string& name, bool is_directory) override;
   Result<SpaceInfo> space(const std::string& path) override;
   Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
   Status lock(int fd, LockMode mode, LockWait wait) override;

@@ -14,13 +14,31 @@ namespace snapcache {
 Status write_all(FileSystem& fs, int fd, const void* data, std::size_t size, std::uint64_t offset);
 // A file that ends before `size` bytes is damaged.
 Status read_all(FileSystem& fs, int fd, void* data, std::size_t size, std::uint64_t offset);
-Result<std::string> read_file(FileSystem& fs, const std::string& path);
+
+// Opening a file inside the cache, the one way: a symlink is never followed, a FIFO or device is
+// refused without blocking, and only a regular file is opened (all StatusCode::foreign, with the
+// reason; see FileSystem::open). A link or FIFO planted in the cache can then neither lead a
+// write outside it nor hang a load.
+Result<UniqueFd> open_in_cache(FileSystem& fs, const std::string& path, OpenMode mode);
+// The bytes of an open file, at most `max_bytes`: a larger one (a 1 TiB sparse file, say) is
+// refused (StatusCode::foreign) instead of being allocated. `path` only names it in errors.
+Result<std::string> read_open_file(FileSystem& fs, int fd, std::uint64_t max_bytes, const std::string& path);
+// Opens (see FileSystem::open: regular files only, never blocking) and reads a whole file of at
+// most `max_bytes`. Files inside the cache are read with Follow::no; files the user names
+// (settings, sources) with Follow::yes.
+Result<std::string> read_file(FileSystem& fs, const std::string& path, std::uint64_t max_bytes, Follow follow);
 // Writes `path` through an AtomicFile (see util/atomic_file.h): readers see old or new, never half.
 Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents);
-// Removes a directory tree; a missing path is fine.
+// Removes a directory tree; a missing path is fine. The directory holding `path` is the caller's
+// (opened as named); `path` and everything below it are walked by directory descriptor and never
+// followed: a symlink is removed itself, its target is never touched. A tree deeper than
+// kMaxTreeDepth is refused: the cache makes none, and each level holds a descriptor.
 Status remove_tree(FileSystem& fs, const std::string& path);
-// Sum of file sizes below `path`; a file removed while counting counts as nothing.
+// Sum of the sizes of the files below `path`, walked like remove_tree: a symlink counts as nothing
+// and is not followed (so a link loop cannot make it walk forever); a file removed while counting
+// counts as nothing.
 Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path);
+inline constexpr int kMaxTreeDepth = 16;
 // Creates `path` and missing parents.
 Status make_directories(FileSystem& fs, const std::string& path);
 

@@ -56,22 +56,79 @@ FileIdentity identity_of(const struct stat& st) {
   id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   id.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
   id.is_directory = S_ISDIR(st.st_mode);
+  id.is_symlink = S_ISLNK(st.st_mode);
+  id.is_regular = S_ISREG(st.st_mode);
+  id.permissions = static_cast<std::uint32_t>(st.st_mode & 07777);
+  id.owner = static_cast<std::uint32_t>(st.st_uid);
   return id;
+}
+
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
+
+// readdir's answer; DT_UNKNOWN (some file systems) is settled by fstatat without following.
+DirEntry dir_entry(int dir_fd, const struct dirent& e) {
+  DirEntry out{e.d_name, e.d_type == DT_DIR};
+  if (e.d_type == DT_UNKNOWN) {
+    struct stat st {};
+    out.is_directory = ::fstatat(dir_fd, e.d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+  }
+  return out;
+}
+
+// Lists an open DIR stream and closes it.
+Result<std::vector<DirEntry>> read_directory(DIR* dir, const std::string& what) {
+  std::vector<DirEntry> out;
+  errno = 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    out.push_back(dir_entry(::dirfd(dir), *e));
+    errno = 0;
+  }
+  int err = errno;
+  ::closedir(dir);
+  if (err != 0) return Status::from_errno(err, "list " + what);
+  return out;
 }
 
 class PosixFileSystem final : public FileSystem {
  public:
-  Result<UniqueFd> open(const std::string& path, OpenMode mode) override {
-    int flags = O_CLOEXEC;
+  Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) override {
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever. It is cleared again
+    // once the file is known to be a regular one, where it means nothing anyway.
+    int flags = O_CLOEXEC | O_NONBLOCK;
+    mode_t permissions = 0644;
     switch (mode) {
       case OpenMode::read: flags |= O_RDONLY; break;
       case OpenMode::read_write: flags |= O_RDWR; break;
       case OpenMode::create_exclusive: flags |= O_RDWR | O_CREAT | O_EXCL; break;
       case OpenMode::create_truncate: flags |= O_RDWR | O_CREAT | O_TRUNC; break;
+      case OpenMode::create_read_only:
+        flags |= O_RDWR | O_CREAT | O_EXCL;
+        permissions = 0444;
+        break;
     }
-    int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) return Status::from_errno(errno, "open " + path);
-    return UniqueFd(fd);
+    if (follow == Follow::no) flags |= O_NOFOLLOW;
+    int fd = ::open(path.c_str(), flags, permissions);
+    if (fd < 0) {
+      if (errno == ELOOP && follow == Follow::no)
+        return Status(StatusCode::foreign, path + " is a symbolic link, which snapcache does not follow here", ELOOP);
+      return Status::from_errno(errno, "open " + path);
+    }
+    UniqueFd guard(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return Status::from_errno(errno, "fstat " + path);
+    if (!S_ISREG(st.st_mode))
+      return Status(StatusCode::foreign, path + " is " + kind_of(st.st_mode) + ", not a regular file");
+    const int status_flags = ::fcntl(fd, F_GETFL);
+    if (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0)
+      return Status::from_errno(errno, "fcntl " + path);
+    return guard;
   }
 
   Result<std::size_t> pwrite(int fd, const void* data, std::size_t size,
@@ -134,9 +191,10 @@ class PosixFileSystem final : public FileSystem {
     return Status::ok();
   }
 
-  Result<FileIdentity> stat(const std::string& path) override {
+  Result<FileIdentity> stat(const std::string& path, Follow follow) override {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return Status::from_errno(errno, "stat " + path);
+    int rc = follow == Follow::yes ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+    if (rc != 0) return Status::from_errno(errno, "stat " + path);
     return identity_of(st);
   }
 
@@ -149,22 +207,45 @@ class PosixFileSystem final : public FileSystem {
   Result<std::vector<DirEntry>> list_directory(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) return Status::from_errno(errno, "list " + path);
-    std::vector<DirEntry> out;
-    errno = 0;
-    while (struct dirent* e = ::readdir(dir)) {
-      std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      bool is_dir = e->d_type == DT_DIR;
-      if (e->d_type == DT_UNKNOWN) {
-        struct stat st {};
-        is_dir = ::stat((path + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-      }
-      out.push_back({std::move(name), is_dir});
+    return read_directory(dir, path);
+  }
+
+  Result<UniqueFd> open_directory(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open directory " + path);
+    return UniqueFd(fd);
+  }
+
+  Result<UniqueFd> open_directory_at(int dir_fd, const std::string& name) override {
+    int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open directory " + name);
+    return UniqueFd(fd);
+  }
+
+  Result<std::vector<DirEntry>> list_directory_at(int dir_fd) override {
+    // fdopendir takes the descriptor it is given; the caller keeps its own.
+    int fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return Status::from_errno(errno, "list directory");
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      int err = errno;
+      ::close(fd);
+      return Status::from_errno(err, "list directory");
     }
-    int err = errno;
-    ::closedir(dir);
-    if (err != 0) return Status::from_errno(err, "list " + path);
-    return out;
+    ::rewinddir(dir);  // the duplicate shares its offset with the caller's descriptor
+    return read_directory(dir, "directory");
+  }
+
+  Result<FileIdentity> stat_at(int dir_fd, const std::string& name) override {
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Status::from_errno(errno, "stat " + name);
+    return identity_of(st);
+  }
+
+  Status remove_at(int dir_fd, const std::string& name, bool is_directory) override {
+    if (::unlinkat(dir_fd, name.c_str(), is_directory ? AT_REMOVEDIR : 0) != 0)
+      return Status::from_errno(errno, (is_directory ? "rmdir " : "unlink ") + name);
+    return Status::ok();
   }
 
   Result<SpaceInfo> space(const std::string& path) override {
@@ -199,7 +280,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status touch(const std::string& path) override {
-    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0)
+    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0)
       return Status::from_errno(errno, "touch " + path);
     return Status::ok();
   }

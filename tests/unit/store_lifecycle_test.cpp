@@ -19,7 +19,9 @@ class SmallDisk final : public FileSystem {
   explicit SmallDisk(std::uint64_t free) : free_(free) {}
   std::shared_ptr<FileSystem> base = posix_file_system();
   std::uint64_t free_;
-  Result<UniqueFd> open(const std::string& p, OpenMode m) override { return base->open(p, m); }
+  using FileSystem::open;
+  using FileSystem::stat;
+  Result<UniqueFd> open(const std::string& p, OpenMode m, Follow f) override { return base->open(p, m, f); }
   Result<std::size_t> pwrite(int fd, const void* d, std::size_t n, std::uint64_t o) override { return base->pwrite(fd, d, n, o); }
   Result<std::size_t> pread(int fd, void* d, std::size_t n, std::uint64_t o) override { return base->pread(fd, d, n, o); }
   Status fsync(int fd) override { return base->fsync(fd); }
@@ -29,9 +31,14 @@ class SmallDisk final : public FileSystem {
   Status make_directory(const std::string& p) override { return base->make_directory(p); }
   Status remove_file(const std::string& p) override { return base->remove_file(p); }
   Status remove_directory(const std::string& p) override { return base->remove_directory(p); }
-  Result<FileIdentity> stat(const std::string& p) override { return base->stat(p); }
+  Result<FileIdentity> stat(const std::string& p, Follow f) override { return base->stat(p, f); }
   Result<FileIdentity> fstat(int fd) override { return base->fstat(fd); }
   Result<std::vector<DirEntry>> list_directory(const std::string& p) override { return base->list_directory(p); }
+  Result<UniqueFd> open_directory(const std::string& p) override { return base->open_directory(p); }
+  Result<UniqueFd> open_directory_at(int d, const std::string& n) override { return base->open_directory_at(d, n); }
+  Result<std::vector<DirEntry>> list_directory_at(int d) override { return base->list_directory_at(d); }
+  Result<FileIdentity> stat_at(int d, const std::string& n) override { return base->stat_at(d, n); }
+  Status remove_at(int d, const std::string& n, bool dir) override { return base->remove_at(d, n, dir); }
   Result<SpaceInfo> space(const std::string&) override { return SpaceInfo{free_ * 2, free_}; }
   Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
   Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
