@@ -74,7 +74,7 @@ int measure(const Options& o) {
   if (o.measure == "ordinary") cache = nullptr;
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
   if (o.measure == "warm-view-only") plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
-  if (o.measure == "warm-engine") plan.uploader = staged_uploader();  // the default only from 2 GiB on
+  if (o.measure == "warm-engine") plan.uploader = staged_uploader();  // the default only from 64 MiB on
   if (o.measure == "warm-unchecked") plan.uploader = staged_uploader({.check_files = false});
   if (o.measure == "warm-host-post-load") plan.uploader = staged_uploader({.convert_layouts = false});
   // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   rows.push_back(child("ordinary"));
   rows.push_back(child("cold"));
   rows.push_back(child("warm"));
-  if (o.size_mib < 2048) rows.push_back(child("warm-engine"));
+  if (o.size_mib < 64) rows.push_back(child("warm-engine"));
   rows.push_back(child("warm-unchecked"));
   rows.push_back(child("warm-host-post-load"));
   rows.push_back(child("warm-plain"));

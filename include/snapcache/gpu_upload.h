@@ -8,7 +8,7 @@
 // weights never take fresh host memory. All storages of a load share one device allocation;
 // aliases stay aliases.
 //
-// load_model uses it by default for loads of 2 GiB or more onto CUDA devices (below that, pinning
+// load_model uses it by default for loads of 64 MiB or more onto CUDA devices (below that, pinning
 // the staging buffers in a new process costs more than it saves); when it fails (device out of
 // memory, pinned memory refused, a CUDA error) the load writes the pending conversions on the
 // host, falls back to the per-storage copy and the report says why. A chunk whose bytes differ

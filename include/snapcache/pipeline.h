@@ -70,7 +70,7 @@ struct LoadPlan {
   // The sources tried in order; empty: default_tiers() (the disk snapshot, then the ordinary
   // loader). Put a GPU donor tier in front to attach prepared weights.
   std::vector<std::shared_ptr<Tier>> tiers;
-  // Host to device; null: the upload engine for loads of 2 GiB or more onto CUDA devices, else
+  // Host to device; null: the upload engine for loads of 64 MiB or more onto CUDA devices, else
   // per_storage_uploader().
   std::shared_ptr<Uploader> uploader;
   // A cold load publishes its snapshot on another thread while post-load and upload go on

@@ -31,6 +31,8 @@ Status cuda_status(cudaError_t err, const std::string& what) {
                 fmt::format("{}: {}", what, cudaGetErrorString(err)));
 }
 
+constexpr std::uint64_t kBytesPerWorker = 256ull << 20;
+
 // Copies on one stream into the load's device allocation.
 class DeviceSink final : public gpu::StagingSink {
  public:
@@ -110,8 +112,11 @@ class StagedUploader final : public Uploader {
   Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device) {
     if (plan.units.empty()) return Status::ok();
     auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, options_.chunk_bytes);
+    // One worker per 256 MiB, at least two: each pins its buffers, and in a new process pinning a
+    // worker's buffers costs more than the worker saves on a small load.
     const std::size_t wanted = options_.threads ? options_.threads : util::worker_count();
-    const std::size_t workers = std::min({wanted, pool->capacity() / 2, plan.units.size()});
+    const std::size_t by_size = std::max<std::size_t>(2, (plan.destination_bytes + kBytesPerWorker - 1) / kBytesPerWorker);
+    const std::size_t workers = std::min({wanted, by_size, pool->capacity() / 2, plan.units.size()});
     std::atomic<std::size_t> next{0};
     FirstError error;
     auto work = [&] {

@@ -165,10 +165,10 @@ std::pair<std::uint64_t, std::uint64_t> data_file_bytes(const std::map<const voi
   return {sum(all), sum(read)};
 }
 
-// Below this, a new process's first load is faster with the plain copy: the engine first pins its
-// staging buffers (about 0.35 s for 512 MiB on the GPU machine), which the plain copy's 5 GB/s
-// outruns for loads of up to about 2 GiB (docs/performance.md).
-constexpr std::uint64_t kStagedUploadMinBytes = 2ull << 30;
+// Below this the plain copy is as fast: the engine's first load in a process pins its staging
+// buffers (one or two 16 MiB buffers per worker, a worker per 256 MiB), which costs about what a
+// plain copy of 64 MiB does (docs/performance.md).
+constexpr std::uint64_t kStagedUploadMinBytes = 64ull << 20;
 
 // The engine for large loads onto CUDA devices, the plain copy for the rest (which hands CPU
 // tensors back as they are).

@@ -190,7 +190,7 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
   plan.device = c10::Device(c10::kCUDA);  // no index, as a server often says it
-  plan.uploader = staged_uploader();     // the default only from 2 GiB on
+  plan.uploader = staged_uploader();     // the default only from 64 MiB on
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);
   REQUIRE(reference.is_ok());
@@ -230,7 +230,7 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
   test::TempDir& dir = m.dir;
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
-  plan.uploader = staged_uploader();  // the default only from 2 GiB on
+  plan.uploader = staged_uploader();  // the default only from 64 MiB on
   plan.post_load.push_back(std::make_shared<DoubleInPlace>());
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);

@@ -1,6 +1,6 @@
 // The blocked transpose behind the post-load layout conversions gives exactly what torch's
 // t().contiguous() and contiguous() give: sizes, strides and bytes, for every element size, odd
-// shapes, sizes that are not multiples of the tile, size-1 dimensions, and tensors large enough
+// shapes, whole register blocks (16x16 bytes, 8x8 16-bit) and sizes that are not multiples of a block or tile, size-1 dimensions, and tensors large enough
 // to be split among threads.
 #include <ATen/Functions.h>
 
@@ -42,7 +42,7 @@ TEST_CASE("column-major and row-major conversions match torch bit for bit", "[po
                                   at::kFloat, at::kDouble, at::kLong,         at::kComplexDouble, at::kShort};
   const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1},  {1, 7},   {7, 1},    {3, 5},    {64, 64},
                                                           {65, 63}, {127, 129}, {200, 3}, {3, 200}, {0, 5},
-                                                          {513, 2049}};
+                                                          {513, 2049}, {16, 16},  {8, 8},     {32, 48},  {40, 24}, {17, 33}};
   for (at::ScalarType type : types) {
     for (auto [rows, cols] : shapes) {
       INFO(c10::toString(type) << " [" << rows << ", " << cols << "]");
