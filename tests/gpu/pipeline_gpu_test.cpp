@@ -211,27 +211,13 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *fallback)));
 }
 
-namespace {
-// Doubles final_norm.weight in place, and says so.
-class DoubleInPlace final : public PostLoadMethod {
- public:
-  std::string name() const override { return "double-in-place"; }
-  std::vector<std::string> targets(const NamedTensors&) const override { return {"final_norm.weight"}; }
-  Status apply(NamedTensors& tensors) const override {
-    for (auto& [name, t] : tensors)
-      if (name == "final_norm.weight") t.mul_(2);
-    return Status::ok();
-  }
-};
-}  // namespace
-
 TEST_CASE("the engine reads untouched warm storages from the file, never one a method changed", "[gpu]") {
   SmallModel m;
   test::TempDir& dir = m.dir;
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
   plan.uploader = staged_uploader();  // the default only from 64 MiB on
-  plan.post_load.push_back(std::make_shared<DoubleInPlace>());
+  plan.post_load.push_back(test::double_in_place("final_norm.weight"));
   auto store = *Store::open(test::test_config(dir / "cache"));
   auto reference = load_model(nullptr, plan);
   auto cold = load_model(store.get(), plan);

@@ -363,20 +363,6 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
   }
 }
 
-namespace {
-// Doubles final_norm.weight in place, declaring (by default) that it may.
-class DoubleInPlace final : public PostLoadMethod {
- public:
-  std::string name() const override { return "double-in-place"; }
-  std::vector<std::string> targets(const NamedTensors&) const override { return {"final_norm.weight"}; }
-  Status apply(NamedTensors& tensors) const override {
-    for (auto& [name, t] : tensors)
-      if (name == "final_norm.weight") t.mul_(2);
-    return Status::ok();
-  }
-};
-}  // namespace
-
 TEST_CASE("a cold load returns while its snapshot is published in the background", "[staging][publication]") {
   StagingFixture f;
   const NamedTensors reference = f.reference_weights();
@@ -421,7 +407,7 @@ TEST_CASE("bytes being published never change: an in-place method waits for the 
   StagingFixture f;
   auto plan_with_method = [&](std::shared_ptr<Uploader> uploader) {
     LoadPlan p = f.plan_with(std::move(uploader));
-    p.post_load.push_back(std::make_shared<DoubleInPlace>());
+    p.post_load.push_back(test::double_in_place("final_norm.weight"));
     return p;
   };
   auto reference = load_model(nullptr, plan_with_method(nullptr));

@@ -12,6 +12,27 @@ Key test_key(int seed, const std::string& component) {
   return key;
 }
 
+namespace {
+class DoubleInPlace final : public PostLoadMethod {
+ public:
+  explicit DoubleInPlace(std::string tensor) : tensor_(std::move(tensor)) {}
+  std::string name() const override { return "double-in-place"; }
+  std::vector<std::string> targets(const NamedTensors&) const override { return {tensor_}; }
+  Status apply(NamedTensors& tensors) const override {
+    for (auto& [name, t] : tensors)
+      if (name == tensor_) t.mul_(2);
+    return Status::ok();
+  }
+
+ private:
+  std::string tensor_;
+};
+}  // namespace
+
+std::shared_ptr<PostLoadMethod> double_in_place(const std::string& tensor) {
+  return std::make_shared<DoubleInPlace>(tensor);
+}
+
 NamedTensors model_tensors(int seed, std::size_t mib) {
   // Filled from a counter, not the global RNG: tests also check loads leave the RNG alone.
   auto fill = [&](at::Tensor t, int salt) {

@@ -3,8 +3,10 @@
 // (kStoreHelper in child_process.h).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "snapcache/post_load.h"
 #include "snapcache/snapshot.h"
 #include "support/raw_storages.h"
 
@@ -16,6 +18,10 @@ Key test_key(int seed, const std::string& component = "dit");
 // A small model-like set: bf16 attention weights, a tied embedding (two names, one storage), a
 // transposed view, an int8 weight with (N, 1) fp32 scales, a zero-size tensor. About `mib` MiB.
 NamedTensors model_tensors(int seed, std::size_t mib = 1);
+
+// A post-load method that doubles `tensor` in place and declares (by default) that it may write in
+// place: what an uploader must never send from the file, and a background publication must not see.
+std::shared_ptr<PostLoadMethod> double_in_place(const std::string& tensor);
 
 // Byte-exact comparison of data, dtype, shape, strides and storage offset.
 bool same_tensor(const at::Tensor& a, const at::Tensor& b);
