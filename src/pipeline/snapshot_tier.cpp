@@ -2,6 +2,7 @@
 #include "pipeline/background_publication.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/tier.h"
+#include "util/fmt.h"
 
 namespace snapcache {
 namespace {
@@ -20,6 +21,26 @@ std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& 
     files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
                                         m.storages[i].offset, &m.files[m.storages[i].file]};
   return files;
+}
+
+// The key was taken from the checkpoint files' identities before the ordinary loader opened them.
+// If a path now names other bytes (a symlink flipped, a file replaced), the weights may be another
+// checkpoint's, and publishing them under this key would serve them to every later load of it.
+Status checkpoint_unchanged(Store& store, const LoadPlan& plan, const Key& key) {
+  auto now = describe_checkpoint(store.fs(), plan.checkpoint_files);
+  if (!now) return now.status().with_context("checking the checkpoint again after the ordinary loader");
+  for (std::size_t i = 0; i < now->size() && i < key.checkpoint.size(); ++i) {
+    CheckpointFile before = key.checkpoint[i];
+    before.content_digest.clear();  // identity only: the digest is not read again
+    if ((*now)[i] != before)
+      return Status(StatusCode::mismatch,
+                    fmt::format("checkpoint file {} changed while the ordinary loader read it (inode {} -> {}, size "
+                                "{} -> {}); the weights may not be the ones the key names",
+                                before.path, before.inode, (*now)[i].inode, before.size, (*now)[i].size));
+  }
+  if (now->size() != key.checkpoint.size())
+    return Status(StatusCode::mismatch, "the checkpoint's file list changed while the ordinary loader read it");
+  return Status::ok();
 }
 
 class SnapshotTier final : public Tier {
@@ -56,6 +77,8 @@ class SnapshotTier final : public Tier {
 
   std::string keep(LoadContext& load, const NamedTensors& tensors) override {
     if (load.store == nullptr || load.key == nullptr) return {};
+    if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
+      return "not published: " + same.to_string();
     if (load.plan.publish_in_background) {
       StageTimer stage(load.report, "publish (started)");
       load.publication = pipeline::publish_in_background(load.store->shared_from_this(), *load.key, tensors);

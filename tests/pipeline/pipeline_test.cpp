@@ -233,3 +233,45 @@ TEST_CASE("an ordinary loader that does not produce the declared tensors is an e
   CHECK(loaded.status().message().find("'final_norm.weight' is missing") != std::string::npos);
   CHECK(list_entries(*store).value().empty());  // nothing incomplete was published
 }
+
+TEST_CASE("a checkpoint path that changes during the ordinary load is never published under the old key",
+          "[pipeline]") {
+  test::DemoFixture f;
+  // Two checkpoints of the same model with different weights; the plan loads through a link.
+  demo::DitConfig other_config = f.config;
+  other_config.seed = 2;
+  const std::string other = f.dir / "other.safetensors";
+  REQUIRE(demo::write_checkpoint(other_config, other).is_ok());
+  const std::string link = f.dir / "current.safetensors";
+  REQUIRE(::symlink(f.checkpoint.c_str(), link.c_str()) == 0);
+  auto repoint = [&](const std::string& target) {
+    const std::string tmp = link + ".new";
+    REQUIRE(::symlink(target.c_str(), tmp.c_str()) == 0);
+    REQUIRE(::rename(tmp.c_str(), link.c_str()) == 0);
+  };
+  LoadPlan plan = demo::make_plan(f.config, link, c10::Device(c10::kCPU));
+  const auto reference = load_model(nullptr, plan);  // the weights of f.checkpoint
+  REQUIRE(reference.is_ok());
+
+  // The key is taken while the link names f.checkpoint; the link flips before the loader reads.
+  LoadPlan flipping = plan;
+  flipping.ordinary_loader = [&, inner = plan.ordinary_loader](const LoadPlan& p) {
+    repoint(other);
+    return inner(p);
+  };
+  auto store = f.store();
+  auto poisoned = load_model(store.get(), flipping);
+  REQUIRE(poisoned.is_ok());
+  CHECK(poisoned->report.reason.find("not published") != std::string::npos);
+  CHECK(poisoned->report.reason.find("changed while the ordinary loader read it") != std::string::npos);
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  CHECK(entries->empty());
+
+  // Back to the first checkpoint: the load must give its weights, not the other's.
+  repoint(f.checkpoint);
+  auto again = load_model(store.get(), plan);
+  REQUIRE(again.is_ok());
+  CHECK(again->report.path == LoadPath::miss);
+  CHECK(demo::identical(*reference, *again));
+}
