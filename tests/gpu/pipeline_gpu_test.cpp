@@ -269,3 +269,35 @@ TEST_CASE("the engine writes layout conversions while staging and checks every b
       if (name.ends_with("adaln.weight") || name.ends_with("mlp.up.weight")) CHECK(t.t().is_contiguous());
   }
 }
+
+TEST_CASE("the engine transposes odd shapes of every element size as torch does, from memory and from a file",
+          "[gpu]") {
+  const NamedTensors matrices = test::odd_matrices();
+  NamedTensors outputs;  // what a load hands the uploader: [cols, rows] tensors over pending storages
+  for (const auto& [name, t] : matrices) outputs.emplace_back(name, at::empty({t.size(1), t.size(0)}, t.options()));
+  const c10::Device cuda(c10::kCUDA, 0);
+  StagedUploadOptions small;  // many units: rows and chunks cross them
+  small.chunk_bytes = 16 << 20;
+  small.pinned_bytes = 64 << 20;
+  auto check = [&](const HostStorages& host) {
+    for (const auto& options : {StagedUploadOptions{}, small}) {
+      auto uploaded = staged_uploader(options)->upload(outputs, host, cuda);
+      REQUIRE(uploaded.is_ok());
+      for (std::size_t i = 0; i < matrices.size(); ++i) {
+        INFO(matrices[i].first << ", staging buffers of " << options.chunk_bytes);
+        const at::Tensor got = (*uploaded)[i].second;
+        CHECK(got.is_cuda());
+        CHECK(at::equal(got.cpu().view(at::kByte), matrices[i].second.t().contiguous().view(at::kByte)));
+      }
+    }
+  };
+  check(test::pending_transposes(matrices, {}));
+
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir / "cache"));
+  const Key key = test::test_key(9);
+  REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
+  LookupOutcome hit = store->lookup(key);
+  REQUIRE(hit.result == LookupResult::hit);
+  check(test::pending_transposes(tensors_of(hit.snapshot), test::file_regions_of(hit.snapshot)));
+}

@@ -254,41 +254,6 @@ TEST_CASE("bytes that differ from their checksums while staging: quarantined, lo
 
 namespace {
 
-// Odd shapes in every element size the transpose handles: rows that straddle staging units and
-// checksum chunks, columns that are no multiple of any block.
-NamedTensors odd_matrices() {
-  NamedTensors t;
-  const std::pair<at::ScalarType, std::array<std::int64_t, 2>> cases[] = {
-      {at::kChar, {1237, 2053}}, {at::kHalf, {777, 1531}}, {at::kFloat, {513, 1029}}, {at::kDouble, {301, 999}}};
-  int seed = 0;
-  for (const auto& [type, shape] : cases) {
-    at::Tensor m = at::randint(-100, 100, {shape[0], shape[1]}, at::TensorOptions().dtype(at::kLong)
-                                                              .device(at::kCPU))
-                       .add(++seed)
-                       .to(type);
-    t.emplace_back(c10::toString(type), m);
-  }
-  return t;
-}
-
-// Pending transposes of `tensors` (row-major, each its own storage), from `files` when given.
-HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files) {
-  HostStorages host;
-  for (const auto& [_, t] : tensors) {
-    HostStorage s;
-    s.nbytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
-    PendingTranspose p{static_cast<const std::byte*>(t.data_ptr()), static_cast<std::uint64_t>(t.size(0)),
-                       static_cast<std::uint64_t>(t.size(1)), static_cast<std::uint64_t>(t.element_size()), {}};
-    if (auto f = files.find(t.storage().data()); f != files.end()) {
-      p.source_file = f->second;
-      p.source_file->offset += static_cast<std::uint64_t>(t.storage_offset()) * t.element_size();
-    }
-    s.pending = p;
-    host.storages.push_back(std::move(s));
-  }
-  return host;
-}
-
 // Runs a plan into host memory; the bytes of storage `i` start at plan.storage_offsets[i].
 std::vector<std::byte> run_into_host(const gpu::StagingPlan& plan, std::uint64_t buffer_bytes) {
   std::vector<std::byte> out(plan.destination_bytes), read(buffer_bytes), convert(buffer_bytes);
@@ -309,11 +274,11 @@ void require_transposed(const std::vector<std::byte>& out, const gpu::StagingPla
 }  // namespace
 
 TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory and from a data file", "[staging]") {
-  const NamedTensors matrices = odd_matrices();
+  const NamedTensors matrices = test::odd_matrices();
 
   SECTION("from memory, a few rows per unit") {
     const std::uint64_t buffer = 64 << 10;
-    auto plan = gpu::plan_staging(pending_transposes(matrices, {}), buffer);
+    auto plan = gpu::plan_staging(test::pending_transposes(matrices, {}), buffer);
     REQUIRE(plan.is_ok());
     CHECK(plan->units.size() > 100);
     CHECK(plan->bytes_checked == 0);
@@ -330,13 +295,10 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     const Manifest& m = hit.snapshot->manifest();
     REQUIRE(m.files.size() == 1);
     REQUIRE(m.files[0].size > m.files[0].chunk_size);  // rows straddle checksum chunks
-    std::map<const void*, FileRegion> files;
-    for (std::uint32_t i = 0; i < m.storages.size(); ++i)
-      files[hit.snapshot->storage_data(i)] = {hit.snapshot, hit.snapshot->data_file_descriptor(m.storages[i].file),
-                                              m.storages[i].offset, &m.files[m.storages[i].file]};
+    std::map<const void*, FileRegion> files = test::file_regions_of(hit.snapshot);
     const NamedTensors mapped = tensors_of(hit.snapshot);
     const std::uint64_t buffer = 16 << 20;
-    auto plan = gpu::plan_staging(pending_transposes(mapped, files), buffer);
+    auto plan = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);
     REQUIRE(plan.is_ok());
     CHECK(plan->units.size() >= 2);
     CHECK(plan->bytes_checked == m.files[0].size);
@@ -346,7 +308,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     DataFile rotten = m.files[0];
     rotten.chunk_hashes[1] ^= 1;
     for (auto& [_, f] : files) f.data_file = &rotten;
-    auto bad = gpu::plan_staging(pending_transposes(mapped, files), buffer);
+    auto bad = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);
     REQUIRE(bad.is_ok());
     std::vector<std::byte> out(bad->destination_bytes), read(buffer), convert(buffer);
     HostSink sink(out.data());
@@ -358,7 +320,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
   }
 
   SECTION("a matrix row too long for the buffer is refused, not split") {
-    auto plan = gpu::plan_staging(pending_transposes(matrices, {}), 4 << 10);
+    auto plan = gpu::plan_staging(test::pending_transposes(matrices, {}), 4 << 10);
     CHECK(plan.status().code() == StatusCode::unsupported);
   }
 }

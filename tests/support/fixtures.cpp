@@ -2,6 +2,7 @@
 
 #include <ATen/Functions.h>
 
+#include <array>
 #include <cstring>
 
 namespace snapcache::test {
@@ -31,6 +32,49 @@ class DoubleInPlace final : public PostLoadMethod {
 
 std::shared_ptr<PostLoadMethod> double_in_place(const std::string& tensor) {
   return std::make_shared<DoubleInPlace>(tensor);
+}
+
+NamedTensors odd_matrices() {
+  NamedTensors t;
+  const std::pair<at::ScalarType, std::array<std::int64_t, 2>> cases[] = {
+      {at::kChar, {1237, 2053}}, {at::kHalf, {777, 1531}}, {at::kFloat, {513, 1029}}, {at::kDouble, {301, 999}}};
+  int seed = 0;
+  for (const auto& [type, shape] : cases) {
+    at::Tensor m = at::randint(-100, 100, {shape[0], shape[1]}, at::TensorOptions().dtype(at::kLong)
+                                                              .device(at::kCPU))
+                       .add(++seed)
+                       .to(type);
+    t.emplace_back(c10::toString(type), m);
+  }
+  return t;
+}
+
+HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files) {
+  HostStorages host;
+  for (const auto& [_, t] : tensors) {
+    HostStorage s;
+    s.nbytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
+    PendingTranspose p{static_cast<const std::byte*>(t.data_ptr()), static_cast<std::uint64_t>(t.size(0)),
+                       static_cast<std::uint64_t>(t.size(1)), static_cast<std::uint64_t>(t.element_size()), {}};
+    if (auto f = files.find(t.storage().data()); f != files.end()) {
+      p.source_file = f->second;
+      p.source_file->offset += static_cast<std::uint64_t>(t.storage_offset()) * t.element_size();
+    }
+    s.pending = p;
+    s.tensors = {host.storages.size()};
+    host.storage_of.push_back(static_cast<std::uint32_t>(host.storages.size()));
+    host.storages.push_back(std::move(s));
+  }
+  return host;
+}
+
+std::map<const void*, FileRegion> file_regions_of(const std::shared_ptr<Snapshot>& snapshot) {
+  std::map<const void*, FileRegion> files;
+  const Manifest& m = snapshot->manifest();
+  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
+    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
+                                        m.storages[i].offset, &m.files[m.storages[i].file]};
+  return files;
 }
 
 NamedTensors model_tensors(int seed, std::size_t mib) {

@@ -3,9 +3,11 @@
 // (kStoreHelper in child_process.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
+#include "snapcache/host_storage.h"
 #include "snapcache/post_load.h"
 #include "snapcache/snapshot.h"
 #include "support/raw_storages.h"
@@ -22,6 +24,18 @@ NamedTensors model_tensors(int seed, std::size_t mib = 1);
 // A post-load method that doubles `tensor` in place and declares (by default) that it may write in
 // place: what an uploader must never send from the file, and a background publication must not see.
 std::shared_ptr<PostLoadMethod> double_in_place(const std::string& tensor);
+
+// Odd shapes in every element size the layout transposes handle, one storage each: rows that
+// straddle staging units and checksum chunks, columns that are no multiple of any block.
+NamedTensors odd_matrices();
+
+// Pending transposes of `tensors` (row-major, each its own storage) as an uploader that converts
+// layouts receives them, read from `files` where a tensor's storage has a region there.
+HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files);
+
+// The file region of each storage of a snapshot, keyed by its data in the mapping, as the
+// snapshot tier hands them to an uploader.
+std::map<const void*, FileRegion> file_regions_of(const std::shared_ptr<Snapshot>& snapshot);
 
 // Byte-exact comparison of data, dtype, shape, strides and storage offset.
 bool same_tensor(const at::Tensor& a, const at::Tensor& b);
