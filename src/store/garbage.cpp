@@ -128,8 +128,10 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
     for (const auto& e : *entries) {
       const std::string path = store.entry_path(e.name);
       // A symlink named like an entry is a stray: entry_strays would remove names in its target.
+      // One that cannot be looked at now is left alone: an I/O error must never cost an entry.
       auto st = fs.stat(path, Follow::no);
-      if (store::is_entry_id(e.name) && st && st->is_directory) c.entry_strays(path, e.name);
+      if (!st) continue;
+      if (store::is_entry_id(e.name) && st->is_directory) c.entry_strays(path, e.name);
       else c.stray(path, " in entries/");
     }
     auto misses = list(fs, dir + "/" + store::kMissesDir);
