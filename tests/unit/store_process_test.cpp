@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <thread>
@@ -42,8 +44,11 @@ TEST_CASE("a writer killed at any moment leaves no entry or a whole one and neve
   }
   const auto full = std::chrono::steady_clock::now() - t0;
   std::mt19937 rng(1234);
+  // CI kills 12 writers; SNAPCACHE_KILL_TRIALS=1000 is the long run (docs/reliability.md).
+  const char* trials_env = std::getenv("SNAPCACHE_KILL_TRIALS");
+  const int rounds = trials_env != nullptr ? std::max(1, std::atoi(trials_env)) : 12;
   int whole = 0, none = 0;
-  for (int round = 0; round < 12; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     test::TempDir cache;
     test::ChildProcess writer(test::kStoreHelper, {"publish", cache.path(), "32", "32"});
     REQUIRE(writer.wait_for_line("ready"));
@@ -60,13 +65,18 @@ TEST_CASE("a writer killed at any moment leaves no entry or a whole one and neve
       CHECK(test::same_data(*loaded.snapshot, test::raw_model(32, 32)));
     } else {
       ++none;
-      // The dead writer's leftovers are recognised and collected.
+      // The dead writer's leftovers are recognised and collected, except one killed before it
+      // took its lease: nothing can tell that from a live writer about to take it, so gc gives
+      // such a directory an hour (docs/cli.md).
       (void)collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
-      CHECK((test::count_entries(cache.path() + "/tmp") == 0));
+      for (const auto& left : std::filesystem::directory_iterator(cache.path() + "/tmp")) {
+        INFO("left in tmp/: " << left.path());
+        CHECK_FALSE(std::filesystem::exists(left.path() / "lease"));
+      }
     }
   }
-  INFO("whole " << whole << ", none " << none);
-  CHECK(whole + none == 12);
+  WARN(rounds << " writers killed: " << whole << " left a whole entry, " << none << " none");
+  CHECK(whole + none == rounds);
 }
 
 TEST_CASE("a lease held by another process blocks eviction until that process ends", "[store][process]") {
