@@ -84,6 +84,11 @@ endif()
 # --- Threads ----------------------------------------------------------------------------------
 find_package(Threads REQUIRED)
 
+# The fuzz build (SNAPCACHE_FUZZ) has the store's layers only: no CUDA, no torch.
+if(SNAPCACHE_FUZZ)
+  return()
+endif()
+
 # --- CUDA toolkit (runtime only; we launch no kernels of our own yet) -------------------------
 find_package(CUDAToolkit REQUIRED)
 

@@ -14,7 +14,8 @@ deps_dir=${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}
 venv="$deps_dir/venv-torch-$torch_version"
 
 packages=(cmake ninja-build ccache pkg-config libxxhash-dev libzstd-dev libfmt-dev catch2
-          nlohmann-json3-dev libcli11-dev)
+          nlohmann-json3-dev libcli11-dev
+          clang libclang-rt-dev)  # the fuzz targets (tools/fuzz.sh): clang with libFuzzer
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

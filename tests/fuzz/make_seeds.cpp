@@ -1,0 +1,53 @@
+// Seeds for the fuzz targets, from real files: publishes a small entry in a fresh cache, looks it
+// up (which writes the stamp), and copies its manifest, stamp and key into one corpus directory
+// per target.  make_seeds OUT_DIR
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "snapcache/store.h"
+
+using namespace snapcache;
+namespace fsys = std::filesystem;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const fsys::path out = argv[1];
+  const fsys::path cache = out / "cache";
+  fsys::remove_all(cache);
+  Config config;
+  config.directory = cache.string();
+  config.reserve_free_bytes = 0;
+  auto store = Store::open(config);
+  if (!store) return std::fprintf(stderr, "%s\n", store.status().to_string().c_str()), 1;
+  Key key;
+  key.checkpoint = {{"/models/dit/model.safetensors", 1234, 1, 2, 3, 4, ""}};
+  key.source_identity = "loader-v1";
+  key.torch = {"2.11.0+cu130", "13.0", "cxx11"};
+  key.dtype = "bfloat16";
+  key.component = "dit";
+  std::vector<std::uint16_t> weight(64 * 32, 7), bias(32, 1);
+  std::vector<StorageSource> storages = {{weight.data(), weight.size() * 2}, {bias.data(), bias.size() * 2}};
+  std::vector<TensorRecord> tensors = {{"layer.weight", DType::bfloat16, {64, 32}, {32, 1}, 0, 0},
+                                       {"layer.weight_t", DType::bfloat16, {32, 64}, {1, 32}, 0, 0},
+                                       {"layer.bias", DType::bfloat16, {32}, {1}, 1, 0}};
+  PublishOptions options;
+  options.chunk_size = 1024;
+  auto published = (*store)->publish(key, storages, tensors, options);
+  if (published.result != PublishResult::published)
+    return std::fprintf(stderr, "%s\n", published.status.to_string().c_str()), 1;
+  if ((*store)->lookup(key, VerifyPolicy::always_rehash).result != LookupResult::hit) return 1;
+  const fsys::path entry = (*store)->entry_path(key_id(key));
+  for (const auto& [name, file] : {std::pair{"manifest", "manifest.snap"}, std::pair{"stamp", "verified.snap"}}) {
+    fsys::create_directories(out / name);
+    fsys::copy_file(entry / file, out / name / file, fsys::copy_options::overwrite_existing);
+  }
+  fsys::create_directories(out / "key");
+  std::ofstream(out / "key" / "key.bin", std::ios::binary) << encode_key(key);
+  return 0;
+}
