@@ -16,6 +16,9 @@ constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 // A publication creates its directory and then, at once, its locked lease file. One without a
 // lease file is a writer that died in between, or one that is just slow: give it an hour.
 constexpr std::int64_t kLeaselessGraceNs = 3600ll * kNsPerSecond;
+// An atomic file's temporary lives for the moment its writer writes it (a tag, a stamp, the
+// counters); one younger than this may be in use by a live process, whatever the grace.
+constexpr std::int64_t kAtomicTemporaryGraceNs = 60ll * kNsPerSecond;
 
 // Leftovers of an AtomicFile ("<name>.tmp.<unique suffix>", see util/atomic_file.h) next to the files the store keeps at the
 // top of the cache directory. Nothing else at the top is ours to remove: the directory may hold an
@@ -49,7 +52,9 @@ class Collector {
 
   void stray(const std::string& path, const std::string& what) {
     auto st = fs_.stat(path, Follow::no);
-    if (st && old_enough(*st, grace_ns())) take(path, (st->is_directory ? "stray directory" : "stray file") + what);
+    const std::string name = path.substr(path.rfind('/') + 1);
+    const std::int64_t grace = is_atomic_leftover(name) ? std::max(grace_ns(), kAtomicTemporaryGraceNs) : grace_ns();
+    if (st && old_enough(*st, grace)) take(path, (st->is_directory ? "stray directory" : "stray file") + what);
   }
 
   void unfinished(const std::string& path) {
@@ -61,10 +66,15 @@ class Collector {
     }
     // Age first: even a moment's exclusive lock would make a live writer's own lock fail.
     if (options_.grace_seconds > 0 && !old_enough(*st, grace_ns())) return;
-    // A writer that is alive holds the lease; a dead one's lock is gone with it.
+    // A writer that is alive holds the lease; a dead one's lock is gone with it. A lease still
+    // empty may belong to a writer that created it and has not locked it yet: that one waits as
+    // long as a publication without a lease file.
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
-    if (lease) {
+    auto marked = lease ? fs_.fstat(lease->get()) : Result<FileIdentity>(lease.status());
+    if (lease && marked && marked->size > 0) {
       take(path, "unfinished publication, its writer is gone");
+    } else if (lease && old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
+      take(path, "unfinished publication whose writer never took its lease");
     } else if (no_usable_lease(lease.status()) && old_enough(*st, std::max(grace_ns(), kLeaselessGraceNs))) {
       take(path, "unfinished publication without a lease file");
     }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "snapcache/file_system.h"
@@ -25,6 +26,8 @@ inline constexpr const char* kTrashDir = "trash";
 inline constexpr const char* kManifestFile = "manifest.snap";
 inline constexpr const char* kLeaseFile = "lease";
 inline constexpr const char* kStampFile = "verified.snap";
+// What a publication writes into its lease once it holds the lock (see PendingEntry and gc).
+inline constexpr std::string_view kLeaseTakenMark = "L";
 inline constexpr const char* kDigestsFile = "digests.json";
 inline constexpr const char* kStatsFile = "stats.json";
 inline constexpr const char* kMissesDir = "misses";

@@ -105,6 +105,9 @@ class PendingEntry {
     auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_read_only);
     if (!lease) return lease.status();
     SNAPCACHE_RETURN_IF_ERROR(fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait));
+    // A byte written once the lock is held: a collector that gets the lock of a lease with this
+    // byte knows its writer is gone; of an empty one, that its writer may not have locked it yet.
+    SNAPCACHE_RETURN_IF_ERROR(write_all(fs, lease->get(), store::kLeaseTakenMark.data(), store::kLeaseTakenMark.size(), 0));
     entry.lease_ = std::move(*lease);
     return entry;
   }

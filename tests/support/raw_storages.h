@@ -18,6 +18,8 @@ Key store_key(int seed, const std::string& component = "dit");
 
 // A cache in `dir` with room for the tests: 64 GiB capacity, no disk reserve.
 Config test_config(const std::string& dir);
+// The soak's cache (store_helper soak): room for about three 1 MiB models, so publications evict.
+inline constexpr std::uint64_t kSoakCapacity = 3500ull << 10;
 
 // A small model-like set of storages, about `mib` MiB: a bf16 embedding with a tied alias
 // (lm_head.weight, same storage), an attention weight with a view at an offset, a transposed

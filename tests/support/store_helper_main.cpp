@@ -5,16 +5,117 @@
 //                                        for the m it was published with; exit 0 on an exact hit
 //   store_helper hold DIR SEED           the same, then hold the snapshot (and so the lease); print
 //                                        "holding"; wait to be killed
+//   store_helper soak DIR SECONDS WORKER  publish, load, hold-and-evict, verify, evict and gc at
+//                                        random on a small cache (kSoakCapacity) for SECONDS;
+//                                        prints "result ok OPS" or "result <broken invariant>"
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+
 #include "snapcache/log.h"
+#include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
 
 using namespace snapcache;
+
+namespace {
+
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+std::size_t mappings_under(const std::string& dir) {
+  std::ifstream maps("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find(dir) != std::string::npos;
+  return n;
+}
+
+// One soak worker: every operation checks what it can see; the first broken invariant ends it.
+int soak(Store& store, const std::string& dir, int seconds, int worker) {
+  const std::size_t fds_before = open_descriptors();
+  std::mt19937 rng(static_cast<unsigned>(worker) * 7919u + 17u);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::uint64_t ops = 0;
+  auto fail = [](const std::string& what) {
+    std::printf("result %s\n", what.c_str());
+    return 1;
+  };
+  while (std::chrono::steady_clock::now() < until) {
+    const int seed = 900 + static_cast<int>(rng() % 6);
+    const Key key = test::store_key(seed);
+    switch (rng() % 6) {
+      case 0: {
+        auto out = test::publish_raw(store, key, test::raw_model(seed, 1));
+        if (out.result == PublishResult::failed) return fail("publication failed: " + out.status.to_string());
+        break;
+      }
+      case 1: {
+        auto found = store.lookup(key);
+        if (found.result == LookupResult::damaged) return fail("false damage: " + found.reason);
+        if (found.result == LookupResult::hit && !test::same_data(*found.snapshot, test::raw_model(seed, 1)))
+          return fail("wrong data for seed " + std::to_string(seed));
+        break;
+      }
+      case 2: {  // a leased entry is never evicted
+        auto held = store.lookup(key);
+        if (held.result != LookupResult::hit) break;
+        EvictRequest all;
+        all.all = true;
+        auto out = evict(store, all);
+        if (out && std::find(out->evicted.begin(), out->evicted.end(), held.entry_id) != out->evicted.end())
+          return fail("evicted the leased entry " + held.entry_id);
+        if (!test::same_data(*held.snapshot, test::raw_model(seed, 1))) return fail("held entry changed");
+        break;
+      }
+      case 3: {
+        auto entries = list_entries(store);
+        if (!entries) break;
+        for (const auto& e : *entries) {
+          if (e.state == EntryState::unfinished) continue;
+          VerifyReport r = verify_entry(store, e.id);
+          if (!r.status.is_ok() && is_entry_damage(r.status.code()) && r.status.code() != StatusCode::not_found)
+            return fail("false damage from verify: " + r.status.to_string());
+        }
+        break;
+      }
+      case 4: {
+        EvictRequest some;
+        some.to_size = test::kSoakCapacity / 2;
+        (void)evict(store, some);
+        break;
+      }
+      case 5: {
+        GarbageOptions options;
+        options.grace_seconds = 0;
+        (void)collect_garbage(store, options);
+        break;
+      }
+    }
+    ++ops;
+  }
+  if (open_descriptors() != fds_before)
+    return fail("leaked descriptors: " + std::to_string(open_descriptors()) + " vs " + std::to_string(fds_before));
+  if (mappings_under(dir) != 0) return fail("leaked mappings of the cache");
+  std::printf("result ok %llu\n", static_cast<unsigned long long>(ops));
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   set_log_level(LogLevel::error);
@@ -23,11 +124,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
-  auto store = Store::open(test::test_config(argv[2]));
+  Config config = test::test_config(argv[2]);
+  if (cmd == "soak") config.capacity_bytes = test::kSoakCapacity;
+  auto store = Store::open(config);
   if (!store) {
     std::printf("error %s\n", store.status().to_string().c_str());
     return 3;
   }
+  if (cmd == "soak") return soak(**store, argv[2], std::atoi(argv[3]), argc > 4 ? std::atoi(argv[4]) : 0);
   const int seed = std::atoi(argv[3]);
   const std::size_t mib = argc > 4 ? static_cast<std::size_t>(std::atoi(argv[4])) : 1;
   if (cmd == "publish") {
