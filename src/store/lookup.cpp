@@ -81,7 +81,9 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
     for (std::uint32_t i = 0; i < m.files.size(); ++i) to_hash.push_back(i);
   }
   if (!to_hash.empty()) {
-    auto rehash = store::rehash_files(fs, path, m, to_hash, util::worker_count());
+    // The descriptors the check opened are the ones mapped below and kept by the Snapshot: hashing
+    // anything else (the path reopened) would prove one file and serve another.
+    auto rehash = store::rehash_files(fs, m, check.data_files, to_hash, util::worker_count());
     outcome.rehashed = true;
     outcome.bytes_hashed = rehash.bytes;
     if (!rehash.status) return rehash.status;

@@ -136,13 +136,13 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
   const Manifest& m = *check.manifest;
   std::vector<std::uint32_t> all(m.files.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  auto rehash = store::rehash_files(fs, path, m, all, util::worker_count(), progress);
+  // The files the check opened, as a load hashes and maps them: a file renamed away meanwhile is
+  // still read whole, one renamed in is not mistaken for the entry's.
+  auto rehash = store::rehash_files(fs, m, check.data_files, all, util::worker_count(), progress);
   report.bytes_hashed = rehash.bytes;
   report.damaged_chunks = std::move(rehash.damaged);
   if (!rehash.status) {
-    // A data file that vanished between the check and the rehash is damage, as for a load.
-    report.status = rehash.status.code() == StatusCode::not_found ? Status(StatusCode::damaged, rehash.status.message())
-                                                                  : rehash.status;
+    report.status = rehash.status;
   } else if (!report.damaged_chunks.empty()) {
     report.status = Status(StatusCode::damaged, store::describe_damage(report.damaged_chunks));
   }
