@@ -55,16 +55,8 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
   auto impl = std::make_unique<Snapshot::Impl>();
   impl->id = id;
   impl->path = path;
-  auto lease = store::take_lease(fs, path, LockMode::shared);
-  if (!lease) {
-    if (lease.status().code() == StatusCode::busy)
-      return Status(StatusCode::busy, "entry is being published or evicted");
-    if (lease.status().code() != StatusCode::not_found) return lease.status();
-    // No lease file: the entry check says what is wrong with the entry, if anything is.
-    store::EntryCheck check = store::check_entry(fs, path, id);
-    return check.status ? Status(StatusCode::not_found, "entry was removed while its lease was being taken")
-                        : check.status;
-  }
+  auto lease = store::take_reader_lease(fs, path, id);
+  if (!lease) return lease.status();
   impl->lease = std::move(*lease);
 
   store::EntryCheck check = store::check_entry(fs, path, id);

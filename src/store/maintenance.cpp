@@ -113,6 +113,7 @@ Result<EntryInfo> entry_info(Store& store, const std::string& id) {
     info.leased = !info.lease_holders.empty();
   }
   store::EntryCheck check = store::check_entry(fs, info.path, id);
+  if (check.status.code() == StatusCode::not_found) return check.status;  // evicted while we looked
   if (!check.status) {
     info.state = EntryState::damaged;
     info.problem = check.status.message();
@@ -128,6 +129,13 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
   VerifyReport report;
   report.entry_id = id;
   const std::string path = store.entry_path(id);
+  // Held like a load's lease while checking and rehashing, so the entry verified is not evicted
+  // meanwhile; one being evicted or published right now is busy (skipped), one gone not_found.
+  auto lease = store::take_reader_lease(fs, path, id);
+  if (!lease) {
+    report.status = lease.status();
+    return report;
+  }
   store::EntryCheck check = store::check_entry(fs, path, id);
   if (!check.status) {
     report.status = check.status;
