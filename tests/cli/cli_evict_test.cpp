@@ -91,7 +91,7 @@ TEST_CASE("cli evict by age and by size takes the least recently used first", "[
 
   // Room for one entry: the older goes, the recent one stays.
   const std::uint64_t one = entry_info(*cache.store, recent)->bytes;
-  auto by_size = run_cli(with_dir(cache, {"evict", "--to-size", std::to_string(one + 1000), "--json"}));
+  auto by_size = run_cli(with_dir(cache, {"evict", "--to-size", std::to_string(one + 1000) + "B", "--json"}));
   INFO(by_size.out << by_size.err);
   CHECK(by_size.exit_code == 0);
   auto j = by_size.json();
