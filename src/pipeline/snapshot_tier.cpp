@@ -56,6 +56,8 @@ class SnapshotTier final : public Tier {
 
   std::string keep(LoadContext& load, const NamedTensors& tensors) override {
     if (load.store == nullptr || load.key == nullptr) return {};
+    // An unavailable store would only skip, and the lookup already gave its reason.
+    if (!load.store->unavailable_reason().empty()) return {};
     if (load.plan.publish_in_background) {
       StageTimer stage(load.report, "publish (started)");
       load.publication = pipeline::publish_in_background(load.store->shared_from_this(), *load.key, tensors);

@@ -104,10 +104,12 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     out.result = result;
     out.reason = std::move(reason);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    count_outcome(config_.directory, key, out);  // after timing: the bookkeeping is not the load's
+    // After timing: the bookkeeping is not the load's. An unavailable cache has no counters.
+    if (unavailable_.is_ok()) count_outcome(config_.directory, key, out);
     return out;
   };
   if (!config_.enabled()) return finish(LookupResult::disabled, "the cache is disabled by configuration");
+  if (!unavailable_) return finish(LookupResult::fallback, unavailable_.message());
 
   const std::string path = entry_path(out.entry_id);
   auto st = fs_->stat(path);
