@@ -24,17 +24,24 @@ struct SNAPCACHE_API Config {
   std::uint64_t reserve_free_bytes = 1 * kGiB;  // free disk a publication must leave
   // Where each setting came from ("directory", "mode", "capacity", "reserve").
   std::map<std::string, ConfigSource> sources;
+  // The flag a caller set a setting from (ConfigSource::flag), "--capacity-gib": messages about
+  // the setting name it, since that is what the user would change.
+  std::map<std::string, std::string> flags;
   std::string config_file;  // the settings file that was read; empty when none was
 
   bool enabled() const { return mode == CacheMode::enabled; }
+  // What set `setting`, as the user would change it: "SNAPCACHE_CAPACITY_GIB", the settings
+  // file's path, the caller's flag ("--capacity-gib", else "the caller"); empty for a default.
+  std::string origin(const std::string& setting) const;
 
   // Defaults, then the settings file (see load), then SNAPCACHE_DIR, SNAPCACHE_DISABLE
-  // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB. An invalid value is an error that
-  // names the variable (or file and line) and the value.
+  // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB (a number of GiB, see parse_gib).
+  // An invalid value is an error that names the variable (or file and line) and the value.
   static Result<Config> from_environment();
   // The same, reading `config_file` if it is not empty, else $SNAPCACHE_CONFIG if set (both must
   // exist), else default_config_file() if it exists. The file has `name = value` lines and `#`
-  // comments; names: directory, disable, capacity, reserve (sizes with units: 64GiB, 500GB).
+  // comments; names: directory, disable, capacity, reserve (sizes with units: 64GiB, 500GB; a
+  // bare number other than 0 is an error, see parse_size).
   static Result<Config> load(const std::string& config_file);
   static std::string default_directory();
   // $XDG_CONFIG_HOME/snapcache/snapcache.conf, else ~/.config/snapcache/snapcache.conf.

@@ -75,7 +75,10 @@ struct EvictRequest {
 struct EvictOutcome {
   std::vector<std::string> evicted;                          // least recently used first
   std::vector<std::uint64_t> evicted_bytes;                  // parallel to `evicted`
-  std::vector<std::pair<std::string, std::string>> skipped;  // id, why
+  std::vector<std::pair<std::string, std::string>> skipped;  // id, why: in use (leased) or no such entry
+  // id, the error that stopped its removal (a read-only file system, a file where the entry's
+  // directory should be, ...): the cache could not be written, which is not "in use".
+  std::vector<std::pair<std::string, Status>> failed;
   std::uint64_t bytes_freed = 0;
   std::uint64_t bytes_before = 0;  // total_bytes() before
   std::uint64_t bytes_after = 0;   // and after (as it would be, on a dry run)
@@ -131,7 +134,9 @@ SNAPCACHE_API Result<EntryInfo> entry_info(Store& store, const std::string& id);
 // Rehashes every chunk, and reports as damaged whatever a load would refuse (the same entry check
 // as Store::lookup: manifest, key not matching the id, no lease file, data files missing or of
 // another size). `progress`, when given, is called with the bytes of each chunk hashed, from
-// several threads at once.
+// several threads at once. It holds a shared lease meanwhile, as a load does: an entry that is
+// being evicted or published is busy, one that went (or was replaced) while it was checked is
+// not_found; neither is damage, and neither may be repaired.
 SNAPCACHE_API VerifyReport verify_entry(Store& store, const std::string& id,
                                         const std::function<void(std::uint64_t)>& progress = {});
 // Removes an unleased entry and returns the bytes it held; busy if leased.

@@ -116,8 +116,24 @@ struct LookupOutcome {
 // publication) can keep its store alive.
 class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
  public:
+  // The cache the configuration names, made if absent; an error (with the reason) when it cannot
+  // be used: a directory that is not a snapcache cache, one others can write, one that cannot be
+  // created. For tools that must say so (the `snapcache` command). A cache that exists but
+  // cannot be written (a read-only file system) opens: lookups serve its entries, publications
+  // fail with the reason.
   static Result<std::shared_ptr<Store>> open(Config config,
                                              std::shared_ptr<FileSystem> fs = posix_file_system());
+
+  // For loaders: a store that never fails a load. `config` is usually Config::from_environment().
+  // When the settings are invalid or open() refuses the cache, the store returned is unavailable
+  // (see unavailable_reason): every lookup is a fallback and every publication is skipped, each
+  // with that reason, and nothing touches the disk; loads take the ordinary path and their
+  // reports say why.
+  static std::shared_ptr<Store> open_for_loading(const Result<Config>& config,
+                                                 std::shared_ptr<FileSystem> fs = posix_file_system());
+  // Why this store cannot be used ("cache directory /x: ... Read-only file system"); empty when it
+  // can. Only open_for_loading makes unavailable stores.
+  const std::string& unavailable_reason() const { return unavailable_.message(); }
 
   const Config& config() const { return config_; }
   FileSystem& fs() const { return *fs_; }
@@ -140,6 +156,7 @@ class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
 
   Config config_;
   std::shared_ptr<FileSystem> fs_;
+  Status unavailable_;  // ok, or why open_for_loading could not open the cache
 };
 
 }  // namespace snapcache

@@ -13,9 +13,15 @@
 
 namespace snapcache {
 
-// Binary (KiB, MiB, GiB, TiB; also K, M, G, T) and decimal (kB, MB, GB, TB, PB) units; a bare
-// number is bytes.
+// Binary (KiB, MiB, GiB, TiB; also K, M, G, T) and decimal (kB, MB, GB, TB, PB) units, B for
+// bytes. One rule everywhere a size is written (settings file, command-line sizes): a size has a
+// unit, so "500" is an error (bytes or GiB?), except 0. Only decimal digits and one point ("1.5",
+// no "0x10", no "1e3"); a size that rounds to 0 bytes is an error unless it is 0, and one larger
+// than 8 EiB (what a file offset can hold) is an error, never a wrapped value.
 SNAPCACHE_API Result<std::uint64_t> parse_size(std::string_view text);
+// A plain number of GiB ("2", "0.5"): what a name that carries the unit takes
+// (SNAPCACHE_CAPACITY_GIB, the demo's --capacity-gib). The same rules as parse_size, in GiB.
+SNAPCACHE_API Result<std::uint64_t> parse_gib(std::string_view text);
 // Largest binary unit that keeps the number >= 1, one decimal: "1.5 GiB", "512 B".
 SNAPCACHE_API std::string format_size(std::uint64_t bytes);
 

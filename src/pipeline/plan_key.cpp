@@ -6,7 +6,9 @@ namespace snapcache {
 Result<Key> key_for_plan(Store& store, const LoadPlan& plan) {
   auto files = describe_checkpoint(store.fs(), plan.checkpoint_files);
   if (!files) return files.status();
-  if (plan.hash_checkpoint_contents) {
+  // An unavailable store keeps no memo and falls back whatever the key: reading every checkpoint
+  // byte for it would only slow the load down.
+  if (plan.hash_checkpoint_contents && store.unavailable_reason().empty()) {
     DigestMemo memo = store.digest_memo();
     SNAPCACHE_RETURN_IF_ERROR(memo.fill_digests(*files));
   }

@@ -77,6 +77,8 @@ class SnapshotTier final : public Tier {
 
   std::string keep(LoadContext& load, const NamedTensors& tensors) override {
     if (load.store == nullptr || load.key == nullptr) return {};
+    // An unavailable store would only skip, and the lookup already gave its reason.
+    if (!load.store->unavailable_reason().empty()) return {};
     if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
       return "not published: " + same.to_string();
     if (load.plan.publish_in_background) {

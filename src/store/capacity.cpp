@@ -50,10 +50,15 @@ Result<std::vector<Candidate>> eviction_order(Store& store) {
 
 Status make_room(Store& store, std::uint64_t needed, std::vector<std::string>& evicted) {
   const Config& config = store.config();
-  if (needed > config.capacity_bytes)
+  if (needed > config.capacity_bytes) {
+    // Name what set the capacity (a flag, the settings file, the variable): that is what to change.
+    const std::string origin = config.origin("capacity");
     return Status(StatusCode::no_space,
-                  fmt::format("the entry needs {}, more than the cache capacity of {} (SNAPCACHE_CAPACITY_GIB)",
-                              format_size(needed), format_size(config.capacity_bytes)));
+                  fmt::format("the entry needs {}, more than the cache capacity of {} ({})", format_size(needed),
+                              format_size(config.capacity_bytes),
+                              origin.empty() ? "the default; set SNAPCACHE_CAPACITY_GIB or capacity in the settings file"
+                                             : "set by " + origin));
+  }
   auto candidates = eviction_order(store);
   if (!candidates) return candidates.status();
   std::size_t next = 0;

@@ -13,7 +13,7 @@
 
 namespace snapcache::store {
 
-RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
+RehashResult rehash_files(FileSystem& fs, const Manifest& manifest, const std::vector<UniqueFd>& data_files,
                           const std::vector<std::uint32_t>& files, std::size_t threads,
                           const std::function<void(std::uint64_t)>& progress) {
   RehashResult result;
@@ -22,14 +22,11 @@ RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const M
     std::uint64_t chunk;
   };
   std::vector<Job> jobs;
-  std::vector<UniqueFd> fds(manifest.files.size());
   for (std::uint32_t f : files) {
-    auto fd = open_in_cache(fs, entry_path + "/" + manifest.files[f].name, OpenMode::read);
-    if (!fd) {
-      result.status = fd.status();
+    if (f >= data_files.size() || !data_files[f].valid()) {
+      result.status = Status(StatusCode::invalid_argument, "data file " + manifest.files.at(f).name + " is not open");
       return result;
     }
-    fds[f] = std::move(*fd);
     for (std::uint64_t c = 0; c < manifest.files[f].chunk_hashes.size(); ++c) jobs.push_back({f, c});
   }
   std::mutex mu;
@@ -40,7 +37,7 @@ RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const M
     std::uint64_t size = std::min(df.chunk_size, df.size - offset);
     thread_local std::vector<char> buf;
     buf.resize(size);
-    Status st = read_all(fs, fds[jobs[j].file].get(), buf.data(), size, offset);
+    Status st = read_all(fs, data_files[jobs[j].file].get(), buf.data(), size, offset);
     if (st.code() == StatusCode::damaged) {
       // The file is shorter than the manifest says: that chunk is damaged, not an I/O failure.
       std::lock_guard lock(mu);

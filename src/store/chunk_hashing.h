@@ -17,8 +17,11 @@ struct RehashResult {
 };
 
 // Hashes every chunk of the files whose index is in `files` and compares with the manifest.
-// `progress` (when set) hears the bytes of each chunk read, from the hashing threads.
-RehashResult rehash_files(FileSystem& fs, const std::string& entry_path, const Manifest& manifest,
+// Reads through `data_files` (in the manifest's order), the descriptors the entry check opened:
+// the bytes proven are the bytes a load maps, never those of whatever file the path names by the
+// time the rehash runs. `progress` (when set) hears the bytes of each chunk read, from the
+// hashing threads.
+RehashResult rehash_files(FileSystem& fs, const Manifest& manifest, const std::vector<UniqueFd>& data_files,
                           const std::vector<std::uint32_t>& files, std::size_t threads,
                           const std::function<void(std::uint64_t)>& progress = {});
 

@@ -3,7 +3,6 @@
 #include "util/fmt.h"
 #include "util/file_io.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -21,6 +20,25 @@ const char* to_string(ConfigSource source) {
     case ConfigSource::flag: return "flag";
   }
   return "?";
+}
+
+std::string Config::origin(const std::string& setting) const {
+  auto it = sources.find(setting);
+  switch (it == sources.end() ? ConfigSource::default_value : it->second) {
+    case ConfigSource::default_value: return "";
+    case ConfigSource::file: return config_file;
+    case ConfigSource::flag: {
+      auto flag = flags.find(setting);
+      return flag != flags.end() && !flag->second.empty() ? flag->second : "the caller";
+    }
+    case ConfigSource::environment:
+      if (setting == "directory") return "SNAPCACHE_DIR";
+      if (setting == "mode") return "SNAPCACHE_DISABLE";
+      if (setting == "capacity") return "SNAPCACHE_CAPACITY_GIB";
+      if (setting == "reserve") return "SNAPCACHE_RESERVE_GIB";
+      return "the environment";
+  }
+  return "";
 }
 
 std::string Config::default_directory() {
@@ -41,14 +59,11 @@ std::string Config::default_config_file() {
 
 namespace {
 
-Result<std::uint64_t> parse_gib(const char* variable, std::string_view value) {
-  std::string text(value);
-  char* end = nullptr;
-  double gib = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(gib) || gib < 0 || gib > 1e9)
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("{}='{}' is not a non-negative number of GiB", variable, value));
-  return static_cast<std::uint64_t>(std::llround(gib * static_cast<double>(kGiB)));
+// The variable's name carries the unit, so its value is a plain number of GiB (parse_gib).
+Result<std::uint64_t> gib_from_environment(const char* variable, std::string_view value) {
+  auto bytes = parse_gib(value);
+  if (!bytes) return Status(StatusCode::invalid_argument, fmt::format("{}: {}", variable, bytes.status().message()));
+  return bytes;
 }
 
 std::string_view trim(std::string_view s) {
@@ -145,13 +160,13 @@ Result<Config> Config::load(const std::string& config_file) {
     c.sources["mode"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_CAPACITY_GIB"); v != nullptr) {
-    auto bytes = parse_gib("SNAPCACHE_CAPACITY_GIB", v);
+    auto bytes = gib_from_environment("SNAPCACHE_CAPACITY_GIB", v);
     if (!bytes) return bytes.status();
     c.capacity_bytes = *bytes;
     c.sources["capacity"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_RESERVE_GIB"); v != nullptr) {
-    auto bytes = parse_gib("SNAPCACHE_RESERVE_GIB", v);
+    auto bytes = gib_from_environment("SNAPCACHE_RESERVE_GIB", v);
     if (!bytes) return bytes.status();
     c.reserve_free_bytes = *bytes;
     c.sources["reserve"] = ConfigSource::environment;

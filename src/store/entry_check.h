@@ -29,8 +29,16 @@ struct EntryCheck {
 
 // Checks, in order: the manifest is present and passes its own checks; its key hashes to `id`;
 // the lease file is present; every data file is present with the size the manifest gives. Reads
-// no data (see rehash_files for that).
+// no data (see rehash_files for that). Damage is only ever concluded about the entry directory
+// that is still at `entry_path` when the check ends: an entry evicted or replaced while it was
+// checked (a file missing because the whole entry went) is not_found, never damage.
 EntryCheck check_entry(FileSystem& fs, const std::string& entry_path, const std::string& id);
+
+// The shared lease a reader (a load, verify) holds while it checks and uses an entry, so that no
+// evictor removes it meanwhile. Not an entry's lease but an answer when it cannot be taken: busy
+// (the entry is being published or evicted), not_found (it went meanwhile), or the entry check's
+// damage when the entry is there without a lease file.
+Result<UniqueFd> take_reader_lease(FileSystem& fs, const std::string& entry_path, const std::string& id);
 
 // The stamp of a rehash that proved these identities (see format/stamp.h). Best effort: without
 // it the next load rehashes again, nothing worse.

@@ -53,7 +53,10 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
     }
     auto removed = remove_entry(store, e.id);
     if (!removed) {
-      out.skipped.emplace_back(e.id, removed.status().message());  // "entry is leased by pid 12 (python3)"
+      const StatusCode code = removed.status().code();
+      if (code == StatusCode::busy) out.skipped.emplace_back(e.id, removed.status().message());  // "entry is leased by pid 12 (python3)"
+      else if (code != StatusCode::not_found) out.failed.emplace_back(e.id, removed.status());
+      // not_found: removed meanwhile (another evict, gc, a load that found it damaged); nothing to do.
       continue;
     }
     out.evicted.push_back(e.id);

@@ -55,16 +55,8 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
   auto impl = std::make_unique<Snapshot::Impl>();
   impl->id = id;
   impl->path = path;
-  auto lease = store::take_lease(fs, path, LockMode::shared);
-  if (!lease) {
-    if (lease.status().code() == StatusCode::busy)
-      return Status(StatusCode::busy, "entry is being published or evicted");
-    if (lease.status().code() != StatusCode::not_found) return lease.status();
-    // No lease file: the entry check says what is wrong with the entry, if anything is.
-    store::EntryCheck check = store::check_entry(fs, path, id);
-    return check.status ? Status(StatusCode::not_found, "entry was removed while its lease was being taken")
-                        : check.status;
-  }
+  auto lease = store::take_reader_lease(fs, path, id);
+  if (!lease) return lease.status();
   impl->lease = std::move(*lease);
 
   store::EntryCheck check = store::check_entry(fs, path, id);
@@ -81,7 +73,9 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
     for (std::uint32_t i = 0; i < m.files.size(); ++i) to_hash.push_back(i);
   }
   if (!to_hash.empty()) {
-    auto rehash = store::rehash_files(fs, path, m, to_hash, util::worker_count());
+    // The descriptors the check opened are the ones mapped below and kept by the Snapshot: hashing
+    // anything else (the path reopened) would prove one file and serve another.
+    auto rehash = store::rehash_files(fs, m, check.data_files, to_hash, util::worker_count());
     outcome.rehashed = true;
     outcome.bytes_hashed = rehash.bytes;
     if (!rehash.status) return rehash.status;
@@ -110,10 +104,12 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     out.result = result;
     out.reason = std::move(reason);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    count_outcome(config_.directory, key, out);  // after timing: the bookkeeping is not the load's
+    // After timing: the bookkeeping is not the load's. An unavailable cache has no counters.
+    if (unavailable_.is_ok()) count_outcome(config_.directory, key, out);
     return out;
   };
   if (!config_.enabled()) return finish(LookupResult::disabled, "the cache is disabled by configuration");
+  if (!unavailable_) return finish(LookupResult::fallback, unavailable_.message());
 
   const std::string path = entry_path(out.entry_id);
   auto st = fs_->stat(path);

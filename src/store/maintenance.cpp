@@ -113,6 +113,7 @@ Result<EntryInfo> entry_info(Store& store, const std::string& id) {
     info.leased = !info.lease_holders.empty();
   }
   store::EntryCheck check = store::check_entry(fs, info.path, id);
+  if (check.status.code() == StatusCode::not_found) return check.status;  // evicted while we looked
   if (!check.status) {
     info.state = EntryState::damaged;
     info.problem = check.status.message();
@@ -128,6 +129,13 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
   VerifyReport report;
   report.entry_id = id;
   const std::string path = store.entry_path(id);
+  // Held like a load's lease while checking and rehashing, so the entry verified is not evicted
+  // meanwhile; one being evicted or published right now is busy (skipped), one gone not_found.
+  auto lease = store::take_reader_lease(fs, path, id);
+  if (!lease) {
+    report.status = lease.status();
+    return report;
+  }
   store::EntryCheck check = store::check_entry(fs, path, id);
   if (!check.status) {
     report.status = check.status;
@@ -136,13 +144,13 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
   const Manifest& m = *check.manifest;
   std::vector<std::uint32_t> all(m.files.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  auto rehash = store::rehash_files(fs, path, m, all, util::worker_count(), progress);
+  // The files the check opened, as a load hashes and maps them: a file renamed away meanwhile is
+  // still read whole, one renamed in is not mistaken for the entry's.
+  auto rehash = store::rehash_files(fs, m, check.data_files, all, util::worker_count(), progress);
   report.bytes_hashed = rehash.bytes;
   report.damaged_chunks = std::move(rehash.damaged);
   if (!rehash.status) {
-    // A data file that vanished between the check and the rehash is damage, as for a load.
-    report.status = rehash.status.code() == StatusCode::not_found ? Status(StatusCode::damaged, rehash.status.message())
-                                                                  : rehash.status;
+    report.status = rehash.status;
   } else if (!report.damaged_chunks.empty()) {
     report.status = Status(StatusCode::damaged, store::describe_damage(report.damaged_chunks));
   }

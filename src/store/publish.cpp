@@ -229,11 +229,12 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
                              out.seconds > 0 ? static_cast<double>(out.bytes) / out.seconds / 1e9 : 0.0));
     else
       log(level, fmt::format("publish {}: {} ({})", key.component, to_string(result), out.status.to_string()));
-    if (config_.enabled()) store::bump_counter(config_.directory, counter_of(result));
+    if (config_.enabled() && unavailable_.is_ok()) store::bump_counter(config_.directory, counter_of(result));
     return out;
   };
   if (!config_.enabled())
     return finish(PublishResult::skipped, {StatusCode::disabled, "the cache is disabled by configuration"});
+  if (!unavailable_) return finish(PublishResult::skipped, unavailable_);
   if (options.chunk_size == 0)
     return finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});
 

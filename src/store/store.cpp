@@ -168,6 +168,22 @@ Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSy
   return store;
 }
 
+std::shared_ptr<Store> Store::open_for_loading(const Result<Config>& config, std::shared_ptr<FileSystem> fs) {
+  Status why;
+  if (config) {
+    auto store = open(*config, fs);
+    if (store) return std::move(*store);
+    why = store.status();
+  } else {
+    why = config.status().with_context("cache settings");
+  }
+  // Unavailable: it answers every lookup and publication with the reason, and touches no disk, so
+  // the load takes the ordinary path instead of failing over the cache.
+  std::shared_ptr<Store> store(new Store(config ? *config : Config{}, std::move(fs)));
+  store->unavailable_ = Status(why.code(), "the cache cannot be used: " + why.message(), why.sys_errno());
+  return store;
+}
+
 DigestMemo Store::digest_memo() const {
   return DigestMemo(fs_, config_.directory + "/" + store::kDigestsFile);
 }

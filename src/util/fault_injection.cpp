@@ -3,6 +3,7 @@
 #include <thread>
 
 #include <algorithm>
+#include <utility>
 
 namespace snapcache {
 
@@ -23,6 +24,7 @@ void FaultInjectingFileSystem::inject(Fault fault) {
 void FaultInjectingFileSystem::clear_faults() {
   std::lock_guard lock(mu_);
   faults_.clear();
+  after_open_ = nullptr;
 }
 
 void FaultInjectingFileSystem::reset_counters() {
@@ -58,7 +60,20 @@ Status injected(const Fault& f, const std::string& what) {
 
 Result<UniqueFd> FaultInjectingFileSystem::open(const std::string& path, OpenMode mode, Follow follow) {
   if (auto f = check(FsOp::open, path)) return injected(*f, path);
-  return base_->open(path, mode, follow);
+  auto fd = base_->open(path, mode, follow);
+  std::function<void()> action;
+  if (fd) {
+    std::lock_guard lock(mu_);
+    if (after_open_ && path.find(after_open_path_) != std::string::npos) action = std::exchange(after_open_, nullptr);
+  }
+  if (action) action();  // outside the lock: the action may use this file system
+  return fd;
+}
+
+void FaultInjectingFileSystem::after_open(std::string path_contains, std::function<void()> action) {
+  std::lock_guard lock(mu_);
+  after_open_path_ = std::move(path_contains);
+  after_open_ = std::move(action);
 }
 
 Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, std::size_t size,

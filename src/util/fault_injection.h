@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,10 @@ class FaultInjectingFileSystem final : public FileSystem {
   // Every pwrite sleeps this long first: a slow disk, so tests can act while a publication runs.
   void set_write_delay(std::chrono::milliseconds delay) { write_delay_ms_ = delay.count(); }
   void clear_faults();
+  // Runs `action` once, right after the first successful open whose path contains
+  // `path_contains`: a test changes the file system between two steps of an operation (swaps a
+  // data file between the entry check and the rehash, say).
+  void after_open(std::string path_contains, std::function<void()> action);
   std::uint64_t calls(FsOp op) const { return calls_[static_cast<int>(op)].load(); }
   std::uint64_t bytes_read() const { return bytes_read_.load(); }
   std::uint64_t bytes_written() const { return bytes_written_.load(); }
@@ -87,6 +92,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   std::shared_ptr<FileSystem> base_;
   std::mutex mu_;
   std::vector<Armed> faults_;
+  std::string after_open_path_;
+  std::function<void()> after_open_;
   std::array<std::atomic<std::uint64_t>, static_cast<int>(FsOp::count_)> calls_{};
   std::atomic<std::uint64_t> bytes_read_{0};
   std::atomic<std::uint64_t> bytes_written_{0};

@@ -43,28 +43,59 @@ bool equals_ignore_case(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kSizeForms = "a number with a unit: 512B, 64KiB, 1.5GiB, 2TiB, 500MB, 2GB";
+// 2^63: file offsets (off_t) and sizes on disk are signed 64-bit, so nothing larger is a size.
+constexpr double kMaxSizeBytes = 9223372036854775808.0;
+
+// Bytes for `number` of `factor`-byte units, or why not. `text` is what the user wrote.
+Result<std::uint64_t> to_bytes(std::string_view text, double number, double factor) {
+  const double bytes = std::round(number * factor);
+  if (!(bytes < kMaxSizeBytes))  // also NaN; llround would wrap (15000PB became 8 PiB)
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("size '{}' is larger than the largest size snapcache handles (8 EiB)", text));
+  if (bytes == 0 && number != 0)
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("size '{}' rounds to 0 bytes; write 0 if you mean none", text));
+  return static_cast<std::uint64_t>(bytes);
+}
+
+}  // namespace
+
 Result<std::uint64_t> parse_size(std::string_view text) {
   // Decimal units are matched exactly ("MB"); binary ones in any case ("GiB", "gib", "G").
   static const std::array<std::pair<const char*, double>, 6> decimal{{
       {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15}}};
-  static const std::array<std::pair<const char*, double>, 10> binary{{
-      {"", 1.0}, {"B", 1.0}, {"K", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0},
+  static const std::array<std::pair<const char*, double>, 9> binary{{
+      {"B", 1.0}, {"K", 1024.0}, {"KiB", 1024.0}, {"M", 1048576.0},
       {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
       {"T", 1099511627776.0}, {"TiB", 1099511627776.0}}};
   double number = 0;
   std::string unit;
   if (split_number(text, number, unit)) {
-    double factor = -1;
+    // A bare number would mean bytes here and GiB in SNAPCACHE_CAPACITY_GIB: refuse to guess.
+    if (unit.empty() && number != 0)
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("size '{0}' has no unit: write {1}B for bytes, or {1}GiB, {1}GB, ... (only 0 may "
+                                "be written without one)",
+                                text, trim(text)));
+    double factor = unit.empty() ? 1.0 : -1.0;
     for (const auto& [name, f] : decimal)
       if (unit == name) factor = f;
     for (const auto& [name, f] : binary)
       if (factor < 0 && equals_ignore_case(unit, name)) factor = f;
-    if (factor > 0 && number * factor < 1.8e19)
-      return static_cast<std::uint64_t>(std::llround(number * factor));
+    if (factor > 0) return to_bytes(text, number, factor);
   }
+  return Status(StatusCode::invalid_argument, fmt::format("invalid size '{}' (expected {})", text, kSizeForms));
+}
+
+Result<std::uint64_t> parse_gib(std::string_view text) {
+  double number = 0;
+  std::string unit;
+  if (split_number(text, number, unit) && unit.empty()) return to_bytes(text, number, 1073741824.0);
   return Status(StatusCode::invalid_argument,
-                fmt::format("invalid size '{}' (expected a number with an optional unit: "
-                            "B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)", text));
+                fmt::format("'{}' is not a number of GiB (expected a plain non-negative number such as 2 or 0.5)", text));
 }
 
 std::string format_size(std::uint64_t bytes) {

@@ -91,7 +91,7 @@ TEST_CASE("cli evict by age and by size takes the least recently used first", "[
 
   // Room for one entry: the older goes, the recent one stays.
   const std::uint64_t one = entry_info(*cache.store, recent)->bytes;
-  auto by_size = run_cli(with_dir(cache, {"evict", "--to-size", std::to_string(one + 1000), "--json"}));
+  auto by_size = run_cli(with_dir(cache, {"evict", "--to-size", std::to_string(one + 1000) + "B", "--json"}));
   INFO(by_size.out << by_size.err);
   CHECK(by_size.exit_code == 0);
   auto j = by_size.json();
@@ -104,4 +104,29 @@ TEST_CASE("cli evict by age and by size takes the least recently used first", "[
   CHECK(units.exit_code == 0);
   CHECK(contains(units.out, "freed 0 B (0 entries)"));
   CHECK(path_exists(cache.store->entry_path(recent)));
+}
+
+TEST_CASE("cli evict reports an entry it cannot remove as an error (exit 5), not as in use (exit 4)", "[cli][evict]") {
+  Cache cache;
+  const std::string good = cache.publish(18);
+  // A file where an entry's directory should be: removing it fails with ENOTDIR, which says
+  // nothing about leases.
+  const std::string planted = cache.path() + "/entries/" + std::string(32, 'a');
+  write_bytes(planted, "not an entry");
+  auto run = run_cli(with_dir(cache, {"evict", "--all", "--json"}));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 5);
+  auto j = run.json();
+  CHECK(j["skipped"].empty());
+  REQUIRE(j["failed"].size() == 1);
+  CHECK(j["failed"][0]["id"] == std::string(32, 'a'));
+  CHECK(contains(j["failed"][0]["reason"].get<std::string>(), "Not a directory"));
+  REQUIRE(j["evicted"].size() == 1);
+  CHECK(j["evicted"][0]["id"] == good);
+
+  auto text = run_cli(with_dir(cache, {"evict", "--all"}));
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 5);
+  CHECK(contains(text.out, "could not be written"));
+  CHECK_FALSE(contains(text.out, "in use"));
 }

@@ -16,6 +16,7 @@
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
+#include "util/fault_injection.h"
 
 using namespace snapcache;
 
@@ -363,4 +364,38 @@ TEST_CASE("published entry files are read-only", "[store][hostile][read-only]") 
   auto loaded = store->lookup(key);
   REQUIRE(loaded.result == LookupResult::hit);
   CHECK(test::same_data(*loaded.snapshot, test::raw_model(13)));
+}
+
+TEST_CASE("a data file swapped after the entry check is never certified: the bytes hashed are the bytes mapped",
+          "[store][hostile][swap]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  test::RawModel tensors = test::raw_model(17, 4);
+  Key key = test::store_key(17);
+  const std::string data = store->entry_path(key_id(key)) + "/data-0000.bin";
+  const std::string good = dir.path() + "/good-copy.bin";
+  for (const char* who : {"load", "verify"}) {
+    INFO(who);
+    REQUIRE(test::publish_raw(*store, key, tensors).result == PublishResult::published);
+    // The entry's data file is damaged (so its identity changed and it must be rehashed); a good
+    // copy of it takes its name right after the entry check opened it.
+    test::write_bytes(good, test::read_bytes(data));
+    test::flip_byte(data, 100);
+    fs->after_open("data-0000.bin", [&] { test::rename_path(good, data); });
+    if (std::string(who) == "load") {
+      auto loaded = store->lookup(key);
+      INFO(loaded.reason);
+      CHECK(loaded.result == LookupResult::damaged);
+      CHECK(loaded.snapshot == nullptr);
+    } else {
+      auto report = verify_entry(*store, key_id(key));
+      CHECK(report.status.code() == StatusCode::damaged);
+      CHECK(report.damaged_chunks.size() == 1);
+      REQUIRE(quarantine(*store, key_id(key), "test").is_ok());
+    }
+    fs->clear_faults();
+    // Nothing certified the damaged file: no stamp vouches for it, the next load does not hit it.
+    CHECK(store->lookup(key).result != LookupResult::hit);
+  }
 }

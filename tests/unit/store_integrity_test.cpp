@@ -1,4 +1,5 @@
 // Damage is always found, named, and never reused; trust is earned by file identity.
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -165,6 +166,86 @@ TEST_CASE("unchanged data files are trusted without reading and changed identity
   auto forced = store->lookup(key, VerifyPolicy::always_rehash);
   REQUIRE(forced.result == LookupResult::hit);
   CHECK(fs->bytes_read() >= size);
+}
+
+TEST_CASE("an entry removed while verify or a load checks it is gone, never damage, and nothing is repaired",
+          "[store][integrity][race]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  Key key = test::store_key(18);
+  const std::string id = key_id(key);
+  const std::string entry = store->entry_path(id);
+  for (const char* who : {"verify", "load"}) {
+    INFO(who);
+    REQUIRE(test::publish_raw(*store, key, test::raw_model(18)).result == PublishResult::published);
+    // What an eviction or a quarantine does (one rename of the whole entry), right after the
+    // check read the manifest: the lease and data files then seem missing.
+    const std::string moved = dir.path() + "/trash/" + id + ".test-" + who;
+    fs->after_open("manifest.snap", [&] { test::rename_path(entry, moved); });
+    if (std::string(who) == "verify") {
+      auto report = verify_entry(*store, id);
+      INFO(report.status.to_string());
+      CHECK(report.status.code() == StatusCode::not_found);
+      CHECK_FALSE(is_entry_damage(report.status.code()));
+    } else {
+      auto loaded = store->lookup(key);
+      INFO(loaded.reason);
+      CHECK(loaded.result == LookupResult::miss);
+    }
+    fs->clear_faults();
+    // The entry that was moved is whole: nothing called it damaged or removed its files.
+    CHECK(test::path_exists(moved + "/lease"));
+    CHECK(test::path_exists(moved + "/data-0000.bin"));
+  }
+}
+
+TEST_CASE("verify skips an entry being evicted and never evicts it meanwhile", "[store][integrity][race]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  Key key = test::store_key(19);
+  const std::string id = key_id(key);
+  REQUIRE(test::publish_raw(*store, key, test::raw_model(19)).result == PublishResult::published);
+  {
+    // An evictor between taking its lock and renaming the entry away.
+    auto evictor = store::take_lease(store->fs(), store->entry_path(id), LockMode::exclusive);
+    REQUIRE(evictor.is_ok());
+    auto report = verify_entry(*store, id);
+    CHECK(report.status.code() == StatusCode::busy);
+    CHECK_FALSE(is_entry_damage(report.status.code()));
+  }
+  // While verify rehashes, it holds a lease as a load does: an eviction then skips the entry.
+  bool evicted_meanwhile = false;
+  auto report = verify_entry(*store, id, [&](std::uint64_t) {
+    if (remove_entry(*store, id).is_ok()) evicted_meanwhile = true;
+  });
+  CHECK(report.status.is_ok());
+  CHECK_FALSE(evicted_meanwhile);
+  CHECK(test::path_exists(store->entry_path(id)));
+}
+
+TEST_CASE("evict reports a cache it cannot write as failures, not as entries in use", "[store][evict]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  Key key = test::store_key(20);
+  REQUIRE(test::publish_raw(*store, key, test::raw_model(20)).result == PublishResult::published);
+  Fault read_only;
+  read_only.op = FsOp::rename;
+  read_only.sys_errno = EROFS;
+  read_only.times = -1;
+  fs->inject(read_only);
+  EvictRequest everything;
+  everything.all = true;
+  auto out = evict(*store, everything);
+  REQUIRE(out.is_ok());
+  CHECK(out->evicted.empty());
+  CHECK(out->skipped.empty());
+  REQUIRE(out->failed.size() == 1);
+  CHECK(out->failed[0].first == key_id(key));
+  CHECK(out->failed[0].second.code() == StatusCode::read_only);
+  fs->clear_faults();
+  CHECK(test::path_exists(store->entry_path(key_id(key))));
 }
 
 TEST_CASE("unfinished publications are never used and are collected once their writer is gone", "[store][integrity]") {

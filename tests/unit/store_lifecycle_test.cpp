@@ -104,6 +104,91 @@ TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][c
   CHECK(list_entries(*store).value().empty());
 }
 
+TEST_CASE("a publication skipped for capacity names what set the capacity", "[store][capacity][config]") {
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.capacity_bytes = 1ull << 20;
+  config.sources["capacity"] = ConfigSource::flag;
+  config.flags["capacity"] = "--capacity-gib";  // as the demo sets it
+  auto by_flag = test::publish_raw(**Store::open(config), test::store_key(1), test::raw_model(1, 2));
+  CHECK(by_flag.result == PublishResult::skipped);
+  CHECK(by_flag.status.message().find("set by --capacity-gib") != std::string::npos);
+  CHECK(by_flag.status.message().find("SNAPCACHE_CAPACITY_GIB") == std::string::npos);
+
+  config.sources["capacity"] = ConfigSource::environment;
+  auto by_variable = test::publish_raw(**Store::open(config), test::store_key(1), test::raw_model(1, 2));
+  CHECK(by_variable.status.message().find("set by SNAPCACHE_CAPACITY_GIB") != std::string::npos);
+}
+
+TEST_CASE("a store for loading never fails: a cache that cannot be used falls back with the reason",
+          "[store][unavailable]") {
+  test::TempDir dir;
+  const std::string cache = dir.path() + "/cache";
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  Fault read_only;  // the cache directory cannot be made: a read-only file system
+  read_only.op = FsOp::make_directory;
+  read_only.sys_errno = EROFS;
+  read_only.times = -1;
+  fs->inject(read_only);
+  CHECK_FALSE(Store::open(test::test_config(cache), fs).is_ok());  // for the command: an error
+
+  std::shared_ptr<Store> store = Store::open_for_loading(test::test_config(cache), fs);
+  REQUIRE(store != nullptr);
+  INFO(store->unavailable_reason());
+  CHECK(store->unavailable_reason().find("Read-only file system") != std::string::npos);
+  fs->reset_counters();
+  auto looked = store->lookup(test::store_key(2));
+  CHECK(looked.result == LookupResult::fallback);
+  CHECK(looked.reason == store->unavailable_reason());
+  auto published = test::publish_raw(*store, test::store_key(2), test::raw_model(2));
+  CHECK(published.result == PublishResult::skipped);
+  CHECK(published.status.message() == store->unavailable_reason());
+  CHECK(fs->calls(FsOp::open) + fs->calls(FsOp::stat) + fs->calls(FsOp::make_directory) == 0);  // no disk
+  CHECK_FALSE(test::path_exists(cache));
+
+  // Invalid settings: the same, with the settings' reason.
+  auto invalid = Store::open_for_loading(Status(StatusCode::invalid_argument, "SNAPCACHE_CAPACITY_GIB: '0x10' is not a number of GiB"));
+  CHECK(invalid->unavailable_reason().find("0x10") != std::string::npos);
+  CHECK(invalid->lookup(test::store_key(2)).result == LookupResult::fallback);
+}
+
+TEST_CASE("a cache on a read-only file system still serves its entries and publishes nothing",
+          "[store][unavailable]") {
+  test::TempDir dir;
+  Key key = test::store_key(3);
+  test::RawModel tensors = test::raw_model(3);
+  REQUIRE(test::publish_raw(**Store::open(test::test_config(dir.path())), key, tensors).result ==
+          PublishResult::published);
+  // What a read-only mount refuses: every new file or directory, rename and removal. (Creating
+  // entries/, tmp/ and trash/ again gives EEXIST there, as it does here.)
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  for (FsOp op : {FsOp::rename, FsOp::pwrite, FsOp::remove_file, FsOp::remove_directory, FsOp::touch, FsOp::allocate}) {
+    Fault f;
+    f.op = op;
+    f.sys_errno = EROFS;
+    f.times = -1;
+    fs->inject(f);
+  }
+  for (FsOp op : {FsOp::open, FsOp::make_directory}) {
+    Fault f;
+    f.op = op;
+    f.sys_errno = EROFS;
+    f.times = -1;
+    f.path_contains = dir.path() + "/tmp/";
+    fs->inject(f);
+  }
+  std::shared_ptr<Store> store = Store::open_for_loading(test::test_config(dir.path()), fs);
+  CHECK(store->unavailable_reason().empty());
+  auto hit = store->lookup(key);
+  INFO(hit.reason);
+  REQUIRE(hit.result == LookupResult::hit);
+  CHECK(test::same_data(*hit.snapshot, tensors));
+  auto other = test::publish_raw(*store, test::store_key(4), test::raw_model(4));
+  CHECK(other.result != PublishResult::published);
+  CHECK(other.status.code() == StatusCode::read_only);
+  CHECK(store->lookup(key).result == LookupResult::hit);
+}
+
 TEST_CASE("a publication leaves the reserved free disk space", "[store][capacity]") {
   test::TempDir dir;
   Config config = test::test_config(dir.path());

@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "dit_model.h"
@@ -34,7 +35,7 @@ struct Options {
   std::uint64_t size_mib = 320;
   int tp_rank = 0, tp_size = 1;
   bool disable_cache = false, fresh = false;
-  double capacity_gib = -1;
+  std::string capacity_gib;  // parsed by parse_gib, the rule SNAPCACHE_CAPACITY_GIB follows
   std::string restart_of;  // set in the restarted process: the first process's fingerprint
   double reference_seconds = 0;  // and how long its first load, without the cache, took
 };
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device_name, "cpu or cuda[:N] (default: cuda if available, else cpu)");
   app.add_flag("--disable-cache", o.disable_cache, "load without the cache (every load takes the ordinary path)");
   app.add_flag("--fresh", o.fresh, "drop this model's cache entry first, so the first load is cold");
-  app.add_option("--capacity-gib", o.capacity_gib, "cache capacity in GiB");
+  app.add_option("--capacity-gib", o.capacity_gib, "cache capacity in GiB (a plain number: 2, 0.5)");
   app.add_option("--restart-of", o.restart_of, "(internal) run as the restarted process")->group("");
   app.add_option("--reference-seconds", o.reference_seconds, "(internal) the first process's no-cache load time")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -104,11 +105,27 @@ int main(int argc, char** argv) {
     return fail(fmt::format("--tp-rank {} is not in [0, {})", o.tp_rank, o.tp_size));
   const bool restarted = !o.restart_of.empty();
 
+  // A flag the user typed wrong is an error; a cache that cannot be used is not (see below).
+  std::optional<std::uint64_t> capacity;
+  if (!o.capacity_gib.empty()) {
+    auto bytes = parse_gib(o.capacity_gib);
+    if (!bytes) return fail("--capacity-gib: " + bytes.status().message());
+    capacity = *bytes;
+  }
   auto config = Config::from_environment();
-  if (!config) return fail(config.status().message());
-  if (!o.cache_dir.empty()) config->directory = o.cache_dir;
-  if (o.disable_cache) config->mode = CacheMode::disabled;
-  if (o.capacity_gib >= 0) config->capacity_bytes = static_cast<std::uint64_t>(o.capacity_gib * static_cast<double>(kGiB));
+  if (config) {
+    if (!o.cache_dir.empty()) {
+      config->directory = o.cache_dir;
+      config->sources["directory"] = ConfigSource::flag;
+      config->flags["directory"] = "--dir";
+    }
+    if (o.disable_cache) config->mode = CacheMode::disabled;
+    if (capacity) {
+      config->capacity_bytes = *capacity;
+      config->sources["capacity"] = ConfigSource::flag;
+      config->flags["capacity"] = "--capacity-gib";  // so a publication skipped for room names the flag
+    }
+  }
 
   c10::Device device(c10::kCPU);
   try {
@@ -133,23 +150,30 @@ int main(int argc, char** argv) {
     if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return fail(s.to_string());
   }
 
-  auto store = Store::open(*config);
-  if (!store) return fail(store.status().to_string());
+  // A cache that cannot be used (invalid settings, a read-only or foreign directory) is no reason
+  // for a load to fail: the store is then unavailable and every load takes the ordinary path,
+  // its report saying why.
+  std::shared_ptr<Store> store = Store::open_for_loading(config);
   LoadPlan plan = demo::make_plan(dit, checkpoint, device);
 
   if (!restarted) {
-    if (o.fresh && config->enabled())
-      if (auto key = key_for_plan(**store, plan)) {
-        auto removed = remove_entry(**store, key_id(*key));
-        if (!removed && removed.status().code() != StatusCode::not_found)
-          return fail("--fresh: " + removed.status().to_string());
+    if (o.fresh && store->config().enabled() && store->unavailable_reason().empty())
+      if (auto key = key_for_plan(*store, plan)) {
+        auto removed = remove_entry(*store, key_id(*key));
+        if (!removed && removed.status().code() != StatusCode::not_found)  // say so, and load anyway
+          fmt::print("--fresh: the entry could not be dropped ({}); the first load may be warm\n\n",
+                     removed.status().to_string());
       }
+    const std::string cache = !store->unavailable_reason().empty() ? "unavailable, loading without it: " +
+                                                                         store->unavailable_reason()
+                              : store->config().enabled() ? store->config().directory
+                                                          : "disabled";
     fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", checkpoint, o.tp_rank, o.tp_size, device.str(),
-               config->enabled() ? config->directory : "disabled");
+               cache);
     std::fflush(stdout);  // keep the library's log lines (stderr) in order with ours
     auto reference = load_and_run(nullptr, plan, dit);  // the ordinary path, no cache involved
     if (!reference) return fail("load without the cache failed: " + reference.status().to_string());
-    auto first = load_and_run(store->get(), plan, dit);
+    auto first = load_and_run(store.get(), plan, dit);
     if (!first) return fail("load failed: " + first.status().to_string());
     print_load("first process", first->model.report);
     if (first->model.report.path == LoadPath::hit)
@@ -171,7 +195,7 @@ int main(int argc, char** argv) {
   }
 
   // The restarted process: what a server restart costs with the snapshot, and without it.
-  auto warm = load_and_run(store->get(), plan, dit);
+  auto warm = load_and_run(store.get(), plan, dit);
   if (!warm) return fail("load failed: " + warm.status().to_string());
   print_load(fmt::format("restarted process (pid {})", ::getpid()), warm->model.report);
   auto ordinary = load_and_run(nullptr, plan, dit);

@@ -25,6 +25,7 @@ const Config& Context::config() {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     c.directory = dir;
     c.sources["directory"] = ConfigSource::flag;
+    c.flags["directory"] = "--dir";
   }
   config_ = std::move(c);
   return *config_;

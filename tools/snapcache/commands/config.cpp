@@ -7,19 +7,6 @@
 namespace snapcache::cli {
 namespace {
 
-// "environment (SNAPCACHE_DIR)", "file (/etc/x.conf)", "flag (--dir)", "default".
-std::string origin(const Config& c, const std::string& setting, const char* variable, const char* flag) {
-  auto it = c.sources.find(setting);
-  ConfigSource s = it == c.sources.end() ? ConfigSource::default_value : it->second;
-  switch (s) {
-    case ConfigSource::default_value: return "";
-    case ConfigSource::environment: return variable;
-    case ConfigSource::file: return c.config_file;
-    case ConfigSource::flag: return flag;
-  }
-  return "";
-}
-
 const char* source_name(const Config& c, const std::string& setting) {
   auto it = c.sources.find(setting);
   return to_string(it == c.sources.end() ? ConfigSource::default_value : it->second);
@@ -33,20 +20,18 @@ int run(Context& ctx) {
     const char* setting;
     json value;
     std::string text;
-    const char* variable;
-    const char* flag;
   };
   const std::vector<Row> rows = {
-      {"directory", "directory", "directory", c.directory, c.directory, "SNAPCACHE_DIR", "--dir"},
-      {"enabled", "enabled", "mode", c.enabled(), c.enabled() ? "yes" : "no", "SNAPCACHE_DISABLE", ""},
-      {"capacity_bytes", "capacity", "capacity", c.capacity_bytes, size(c.capacity_bytes), "SNAPCACHE_CAPACITY_GIB", ""},
-      {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes), "SNAPCACHE_RESERVE_GIB", ""},
+      {"directory", "directory", "directory", c.directory, c.directory},
+      {"enabled", "enabled", "mode", c.enabled(), c.enabled() ? "yes" : "no"},
+      {"capacity_bytes", "capacity", "capacity", c.capacity_bytes, size(c.capacity_bytes)},
+      {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes)},
   };
   const std::string default_file = Config::default_config_file();
   if (ctx.options.json) {
     json settings = json::object();
     for (const auto& r : rows) {
-      std::string from = origin(c, r.setting, r.variable, r.flag);
+      std::string from = c.origin(r.setting);
       settings[r.name] = {{"value", r.value},
                           {"source", source_name(c, r.setting)},
                           {"origin", from.empty() ? json(nullptr) : json(from)}};
@@ -58,7 +43,7 @@ int run(Context& ctx) {
   }
   Table t;
   for (const auto& r : rows) {
-    std::string from = origin(c, r.setting, r.variable, r.flag);
+    std::string from = c.origin(r.setting);
     t.add({r.label, r.text, from.empty() ? source_name(c, r.setting)
                                            : fmt::format("{} ({})", source_name(c, r.setting), from)});
   }

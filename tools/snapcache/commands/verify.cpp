@@ -50,8 +50,11 @@ int run(Context& ctx, const Options& o) {
     VerifyReport report = verify_entry(store, e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); });
     hashed += report.bytes_hashed;
     const bool bad = !report.status && is_entry_damage(report.status.code());
+    // Gone or busy: evicted, replaced or being published while verify looked. That is not
+    // damage (and --repair must leave it alone), nor a failure to read the cache.
     const bool gone = !report.status && report.status.code() == StatusCode::not_found;
-    std::string outcome = report.status ? "ok" : bad ? "damaged" : gone ? "gone" : "error";
+    const bool skipped = !report.status && report.status.code() == StatusCode::busy;
+    std::string outcome = report.status ? "ok" : bad ? "damaged" : gone ? "gone" : skipped ? "skipped" : "error";
     bool removed = false;
     std::string repair_error;
     if (bad) {
@@ -62,7 +65,7 @@ int run(Context& ctx, const Options& o) {
         if (removed) ++repaired;
         else repair_error = st.message();
       }
-    } else if (!report.status && !gone) {
+    } else if (!report.status && !gone && !skipped) {
       ++errors;
     }
     bar.clear();
@@ -85,7 +88,7 @@ int run(Context& ctx, const Options& o) {
       fmt::print("ok       {}  {}  {}\n", e.id.substr(0, 12), what, size(report.bytes_hashed));
       continue;
     }
-    fmt::print("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : "ERROR", e.id.substr(0, 12), what,
+    fmt::print("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
                report.damaged_chunks.empty() ? "  " + report.status.message() : "");
     for (const auto& d : report.damaged_chunks) fmt::print("         {}\n", chunk_text(d));
     if (removed) fmt::print("         removed (--repair)\n");
