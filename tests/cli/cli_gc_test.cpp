@@ -7,6 +7,7 @@
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
+#include "store/layout.h"
 #include "support/catch.h"
 
 using namespace snapcache;
@@ -15,10 +16,12 @@ using namespace snapcache::test;
 namespace {
 
 // A publication directory as a writer leaves it while it works (or after it died).
-std::string make_unfinished(Cache& cache, const std::string& name) {
+// An unfinished publication whose writer had locked and marked its lease (`marked`), or one that
+// may still be about to (an empty lease).
+std::string make_unfinished(Cache& cache, const std::string& name, bool marked = true) {
   const std::string path = cache.path() + "/tmp/" + name;
   REQUIRE(make_directories(cache.store->fs(), path).is_ok());
-  write_bytes(path + "/lease", "");
+  write_bytes(path + "/lease", marked ? std::string(store::kLeaseTakenMark) : "");
   write_bytes(path + "/data-0000.bin", std::string(5000, 'x'));
   return path;
 }
@@ -39,8 +42,10 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   // Dead writer, long ago.
   const std::string dead = make_unfinished(cache, other + ".101-0-dead");
   set_age(dead, 3 * 3600);
-  // Unlocked but fresh: perhaps a writer about to take its lock.
+  // Unlocked but fresh: its writer is gone, but it is younger than the grace period.
   const std::string fresh = make_unfinished(cache, other + ".102-0-new");
+  // Unlocked, unmarked and fresh: perhaps a writer between creating its lease and locking it.
+  const std::string starting = make_unfinished(cache, other + ".103-0-starting", /*marked=*/false);
   // Files that belong to no entry, old and new.
   const std::string stray_entry_file = cache.store->entry_path(id) + "/verified.snap.tmp.999.0";
   write_bytes(stray_entry_file, "torn");
@@ -75,7 +80,7 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   CHECK(j["bytes_freed"].get<std::uint64_t>() >= 5000);
   std::set<std::string> kept;
   for (const auto& item : j["kept_unfinished"]) kept.insert(item["path"].get<std::string>());
-  CHECK(kept == std::set<std::string>{writing, fresh});
+  CHECK(kept == std::set<std::string>{writing, fresh, starting});
 
   CHECK(path_exists(writing + "/data-0000.bin"));
   CHECK(path_exists(fresh));
@@ -86,7 +91,8 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   // The entry itself is untouched and still loads.
   CHECK(cache.store->lookup(store_key(21)).result == LookupResult::hit);
 
-  // Without a grace period the fresh leftovers go too; the locked publication still stays.
+  // Without a grace period the fresh leftovers go too; the locked publication still stays, and so
+  // does one whose writer may be about to lock its lease (it gets the hour a leaseless one does).
   auto now = run_cli(with_dir(cache, {"gc", "--grace", "0"}));
   INFO(now.out);
   CHECK(now.exit_code == 0);
@@ -95,5 +101,9 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   CHECK_FALSE(path_exists(fresh));
   CHECK_FALSE(path_exists(new_stray));
   CHECK(path_exists(writing + "/data-0000.bin"));
+  CHECK(path_exists(starting + "/data-0000.bin"));
+  set_age(starting, 2 * 3600);
+  CHECK(run_cli(with_dir(cache, {"gc", "--grace", "0"})).exit_code == 0);
+  CHECK_FALSE(path_exists(starting));
   ::close(lease);
 }
