@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "snapcache/export.h"
 #include "snapcache/manifest.h"
 #include "snapcache/snapshot.h"
+#include "snapcache/store.h"
 
 namespace snapcache {
 
@@ -39,6 +41,11 @@ struct PendingTranspose {
   std::uint64_t element_size = 0;
   std::optional<FileRegion> source_file;  // the source's first byte in a file a tier served from
 };
+
+// Each storage of a snapshot as a region of its data file, keyed by the storage's first byte in
+// the snapshot's mapping (Snapshot::storage_data): what a tier that serves a snapshot hands the
+// uploader (TierAnswer::files).
+SNAPCACHE_API std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot);
 
 struct HostStorage {
   const std::byte* data = nullptr;   // start of the storage

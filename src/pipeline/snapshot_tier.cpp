@@ -13,15 +13,6 @@ std::uint64_t storage_bytes(const Manifest& m) {
   return total;
 }
 
-// Each storage of the entry is also a region of its data file.
-std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot) {
-  std::map<const void*, FileRegion> files;
-  const Manifest& m = snapshot->manifest();
-  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
-    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
-                                        m.storages[i].offset, &m.files[m.storages[i].file]};
-  return files;
-}
 
 // The key was taken from the checkpoint files' identities before the ordinary loader opened them.
 // If a path now names other bytes (a symlink flipped, a file replaced), the weights may be another

@@ -78,4 +78,13 @@ NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
   return out;
 }
 
+std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot) {
+  std::map<const void*, FileRegion> files;
+  const Manifest& m = snapshot->manifest();
+  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
+    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
+                                        m.storages[i].offset, &m.files[m.storages[i].file]};
+  return files;
+}
+
 }  // namespace snapcache

@@ -299,5 +299,5 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
   REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
   LookupOutcome hit = store->lookup(key);
   REQUIRE(hit.result == LookupResult::hit);
-  check(test::pending_transposes(tensors_of(hit.snapshot), test::file_regions_of(hit.snapshot)));
+  check(test::pending_transposes(tensors_of(hit.snapshot), file_regions(hit.snapshot)));
 }

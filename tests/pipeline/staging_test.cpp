@@ -295,7 +295,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     const Manifest& m = hit.snapshot->manifest();
     REQUIRE(m.files.size() == 1);
     REQUIRE(m.files[0].size > m.files[0].chunk_size);  // rows straddle checksum chunks
-    std::map<const void*, FileRegion> files = test::file_regions_of(hit.snapshot);
+    std::map<const void*, FileRegion> files = file_regions(hit.snapshot);
     const NamedTensors mapped = tensors_of(hit.snapshot);
     const std::uint64_t buffer = 16 << 20;
     auto plan = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);

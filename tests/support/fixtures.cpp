@@ -68,15 +68,6 @@ HostStorages pending_transposes(const NamedTensors& tensors, const std::map<cons
   return host;
 }
 
-std::map<const void*, FileRegion> file_regions_of(const std::shared_ptr<Snapshot>& snapshot) {
-  std::map<const void*, FileRegion> files;
-  const Manifest& m = snapshot->manifest();
-  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
-    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
-                                        m.storages[i].offset, &m.files[m.storages[i].file]};
-  return files;
-}
-
 NamedTensors model_tensors(int seed, std::size_t mib) {
   // Filled from a counter, not the global RNG: tests also check loads leave the RNG alone.
   auto fill = [&](at::Tensor t, int salt) {

@@ -33,10 +33,6 @@ NamedTensors odd_matrices();
 // layouts receives them, read from `files` where a tensor's storage has a region there.
 HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files);
 
-// The file region of each storage of a snapshot, keyed by its data in the mapping, as the
-// snapshot tier hands them to an uploader.
-std::map<const void*, FileRegion> file_regions_of(const std::shared_ptr<Snapshot>& snapshot);
-
 // Byte-exact comparison of data, dtype, shape, strides and storage offset.
 bool same_tensor(const at::Tensor& a, const at::Tensor& b);
 // Same names, and same_tensor for each, in order.
