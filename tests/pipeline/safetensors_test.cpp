@@ -3,6 +3,11 @@
 #include <ATen/Functions.h>
 
 #include <cstring>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "snapcache/safetensors.h"
 #include "support/catch.h"
@@ -128,3 +133,43 @@ TEST_CASE("malformed safetensors files are rejected with a clear error and never
   const std::string valid = test::read_bytes(dir / "ok.safetensors");
   for (std::size_t cut = 0; cut < valid.size(); ++cut) CHECK_FALSE(open_bytes(dir, valid.substr(0, cut)).is_ok());
 }
+
+#ifdef SNAPCACHE_SAFETENSORS_CASES
+// The differential test (issue 10): generated files, valid and damaged
+// (make_safetensors_cases.py), which the reference Python package accepts or rejects; the C++
+// reader must decide the same, reading every tensor. Where it deliberately refuses more, the case
+// kind is listed with the reason; it never accepts what Python refuses.
+TEST_CASE("the safetensors reader accepts and rejects what the Python package does", "[safetensors][differential]") {
+  // Stricter on purpose: a cache keyed by a checkpoint must not guess what an ambiguous file means.
+  const std::map<std::string, std::string> stricter = {
+      {"unknown-field", "a field the format does not define may change a tensor's meaning"},
+  };
+  std::ifstream list(SNAPCACHE_SAFETENSORS_CASES "/cases.txt");
+  REQUIRE(list.good());
+  int cases = 0, agreed = 0, stricter_rejects = 0;
+  std::vector<std::string> disagreements;
+  for (std::string name, decision, kind; list >> name >> decision >> kind;) {
+    ++cases;
+    bool ok = false;
+    auto file = SafetensorsFile::open(std::string(SNAPCACHE_SAFETENSORS_CASES) + "/" + name + ".safetensors");
+    if (file) {
+      ok = true;
+      for (const auto& e : (*file)->entries()) ok &= (*file)->tensor(e.name).is_ok();
+    }
+    const bool python = decision == "accept";
+    if (ok == python) {
+      ++agreed;
+    } else if (python && !ok && stricter.count(kind)) {
+      ++stricter_rejects;
+    } else {
+      disagreements.push_back(name + " (" + kind + "): Python " + decision + "s, C++ " +
+                              (ok ? "accepts" : "rejects: " + file.status().message()));
+    }
+  }
+  INFO(fmt::format("{}", fmt::join(disagreements, "\n")));
+  CHECK(disagreements.empty());
+  CHECK(cases >= 400);
+  WARN(cases << " generated files: " << agreed << " decided as Python does, " << stricter_rejects
+              << " refused on purpose where Python accepts");
+}
+#endif
