@@ -5,6 +5,8 @@
 //                                        for the m it was published with; exit 0 on an exact hit
 //   store_helper hold DIR SEED           the same, then hold the snapshot (and so the lease); print
 //                                        "holding"; wait to be killed
+//   store_helper evict DIR SEED          print "ready", then evict every entry
+//   store_helper verify DIR SEED         print "ready", then verify every entry (damage: exit 5)
 //   store_helper soak DIR SECONDS WORKER  publish, load, hold-and-evict, verify, evict and gc at
 //                                        random on a small cache (kSoakCapacity) for SECONDS;
 //                                        prints "result ok OPS" or "result <broken invariant>"
@@ -143,6 +145,20 @@ int main(int argc, char** argv) {
     auto out = test::publish_raw(**store, test::store_key(seed), model, options);
     std::printf("result %s %s\n", to_string(out.result), out.status.to_string().c_str());
     return out.result == PublishResult::published || out.result == PublishResult::already_present ? 0 : 1;
+  }
+  if (cmd == "evict" || cmd == "verify") {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (cmd == "evict") {
+      EvictRequest all;
+      all.all = true;
+      return evict(**store, all).is_ok() ? 0 : 1;
+    }
+    auto entries = list_entries(**store);
+    if (!entries) return 1;
+    for (const auto& e : *entries)
+      if (e.state != EntryState::unfinished && !verify_entry(**store, e.id).status.is_ok()) return 5;
+    return 0;
   }
   if (cmd == "load" || cmd == "hold") {
     auto found = (*store)->lookup(test::store_key(seed));
