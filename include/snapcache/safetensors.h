@@ -14,20 +14,10 @@
 
 #include "snapcache/export.h"
 #include "snapcache/file_system.h"
+#include "snapcache/safetensors_header.h"
 #include "snapcache/snapshot.h"
 
 namespace snapcache {
-
-inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
-
-struct SafetensorsEntry {
-  std::string name;
-  DType dtype = DType::float32;
-  std::string dtype_name;  // as in the file: "BF16", "F8_E4M3", ...
-  std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0;  // within the data section
-  std::uint64_t end = 0;
-};
 
 class SNAPCACHE_API SafetensorsFile {
  public:
@@ -52,17 +42,9 @@ class SNAPCACHE_API SafetensorsFile {
   std::uint64_t data_start_ = 0;
 };
 
-// Parses and validates a header (the bytes after the 8-byte size) against a data section of
-// `data_bytes` bytes. Exposed for tests and fuzzing.
-SNAPCACHE_API Result<std::vector<SafetensorsEntry>> parse_safetensors_header(std::string_view header, std::uint64_t data_bytes,
-                                                               std::map<std::string, std::string>* metadata);
-
 // Writes tensors (made contiguous) in the safetensors format, through a temporary file.
 SNAPCACHE_API Status write_safetensors(const std::string& path, const NamedTensors& tensors,
                          const std::map<std::string, std::string>& metadata = {},
                          std::shared_ptr<FileSystem> fs = posix_file_system());
-
-SNAPCACHE_API std::optional<DType> dtype_from_safetensors(std::string_view name);
-SNAPCACHE_API std::optional<std::string> safetensors_dtype_name(DType dtype);
 
 }  // namespace snapcache

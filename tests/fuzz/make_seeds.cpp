@@ -1,6 +1,7 @@
 // Seeds for the fuzz targets, from real files: publishes a small entry in a fresh cache, looks it
 // up (which writes the stamp), and copies its manifest, stamp and key into one corpus directory
-// per target.  make_seeds OUT_DIR
+// per target; the safetensors target gets a header as the Python package writes one.
+//   make_seeds OUT_DIR
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -49,5 +50,14 @@ int main(int argc, char** argv) {
   }
   fsys::create_directories(out / "key");
   std::ofstream(out / "key" / "key.bin", std::ios::binary) << encode_key(key);
+  // A header as the Python package writes one, after the data section's size (8 bytes).
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"a.bias":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]},)"
+      R"("a.weight":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[8,14]},"b":{"dtype":"F32","shape":[0],"data_offsets":[14,14]}})";
+  const std::uint64_t data_bytes = 14;
+  fsys::create_directories(out / "safetensors");
+  std::ofstream seed(out / "safetensors" / "header.bin", std::ios::binary);
+  seed.write(reinterpret_cast<const char*>(&data_bytes), 8);
+  seed << header;
   return 0;
 }
