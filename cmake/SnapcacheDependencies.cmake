@@ -84,8 +84,9 @@ endif()
 # --- Threads ----------------------------------------------------------------------------------
 find_package(Threads REQUIRED)
 
-# The fuzz build (SNAPCACHE_FUZZ) has the store's layers only: no CUDA, no torch.
-if(SNAPCACHE_FUZZ)
+# The core-only builds (SNAPCACHE_CORE_ONLY, SNAPCACHE_FUZZ) have the store's layers only: no
+# CUDA, no torch.
+if(SNAPCACHE_CORE_ONLY OR SNAPCACHE_FUZZ)
   return()
 endif()
 
