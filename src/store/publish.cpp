@@ -104,7 +104,14 @@ class PendingEntry {
     entry.created_ = true;
     auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_read_only);
     if (!lease) return lease.status();
-    SNAPCACHE_RETURN_IF_ERROR(fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait));
+    // A collector may hold the new lease for a moment (it looks, sees no mark, lets go): retry for
+    // up to a second rather than fail a publication over it, and never block on it for ever.
+    Status locked = fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait);
+    for (int attempt = 0; !locked && locked.code() == StatusCode::busy && attempt < 100; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      locked = fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait);
+    }
+    SNAPCACHE_RETURN_IF_ERROR(locked);
     // A byte written once the lock is held: a collector that gets the lock of a lease with this
     // byte knows its writer is gone; of an empty one, that its writer may not have locked it yet.
     SNAPCACHE_RETURN_IF_ERROR(write_all(fs, lease->get(), store::kLeaseTakenMark.data(), store::kLeaseTakenMark.size(), 0));
