@@ -1,4 +1,4 @@
-// The second process of the store's multi-process tests; no torch. Usage:
+// The second process of the store's and ipc's multi-process tests; no torch. Usage:
 //   store_helper publish DIR SEED MIB    publish raw_model(SEED, MIB); print "ready" first, then
 //                                        "result <outcome>"
 //   store_helper load DIR SEED           look up store_key(SEED), compare with raw_model(SEED, m)
@@ -10,6 +10,12 @@
 //   store_helper soak DIR SECONDS WORKER  publish, load, hold-and-evict, verify, evict and gc at
 //                                        random on a small cache (kSoakCapacity) for SECONDS;
 //                                        prints "result ok OPS" or "result <broken invariant>"
+//   store_helper ipc-serve DIR NAME [UID] listen at DIR/NAME (as UID, when given); print "listening",
+//                                        then send every message back with its descriptors, one
+//                                        connection at a time, until killed
+//   store_helper ipc-connect PATH [UID]  connect to the socket PATH (as UID, when given); print
+//                                        "result <status code> <message>"; exit 0 when connected
+#include <grp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,6 +29,7 @@
 #include <fstream>
 #include <random>
 
+#include "ipc/unix_socket.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
@@ -117,10 +124,59 @@ int soak(Store& store, const std::string& dir, int seconds, int worker) {
   return 0;
 }
 
+// From here on, run as another user, so that the tests (as root) meet a peer of another uid. The group
+// becomes the same number: 65534 is both nobody and nogroup.
+bool become_user(const char* uid_text) {
+  const auto id = static_cast<uid_t>(std::atoi(uid_text));
+  return ::setgroups(0, nullptr) == 0 && ::setgid(static_cast<gid_t>(id)) == 0 && ::setuid(id) == 0;
+}
+
+int ipc_serve(const std::string& dir, const std::string& name) {
+  auto listener = ipc::Listener::listen_at(dir, name);
+  if (!listener) {
+    std::printf("error %s\n", listener.status().to_string().c_str());
+    return 3;
+  }
+  std::printf("listening\n");
+  std::fflush(stdout);
+  ::alarm(300);  // never outlive a test run that forgot us
+  const ipc::Timeout wait(std::chrono::minutes(5));
+  for (;;) {
+    auto connection = listener->accept(wait);
+    if (!connection) continue;  // a peer of another user, refused
+    for (;;) {
+      auto message = connection->receive(wait);
+      if (!message) break;
+      std::vector<int> fds;
+      for (const auto& fd : message->fds) fds.push_back(fd.get());
+      if (!connection->send(message->body, fds)) break;
+    }
+  }
+}
+
+int ipc_connect(const std::string& path) {
+  auto connection = ipc::connect_to(path, ipc::Timeout(std::chrono::seconds(5)));
+  std::printf("result %s %s\n", to_string(connection.status().code()), connection.status().message().c_str());
+  return connection ? 0 : 1;
+}
+
+// The ipc commands, or -1 for none of them.
+int ipc_command(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  const int uid_arg = cmd == "ipc-serve" ? 4 : 3;
+  if ((cmd != "ipc-serve" && cmd != "ipc-connect") || argc < uid_arg) return -1;
+  if (argc > uid_arg && !become_user(argv[uid_arg])) {
+    std::printf("error cannot become uid %s\n", argv[uid_arg]);
+    return 2;
+  }
+  return cmd == "ipc-serve" ? ipc_serve(argv[2], argv[3]) : ipc_connect(argv[2]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   set_log_level(LogLevel::error);
+  if (const int rc = ipc_command(argc, argv); rc >= 0) return rc;
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s publish|load|hold DIR SEED [MIB]\n", argv[0]);
     return 2;
