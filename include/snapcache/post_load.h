@@ -29,6 +29,9 @@ class SNAPCACHE_API PostLoadMethod {
   // Replaces each target by its converted form. Errors name the tensor.
   virtual Status apply(NamedTensors& tensors) const = 0;
   virtual PostLoadWrites writes() const { return PostLoadWrites::may_write_in_place; }
+  // Changes whenever the method's output bytes for the same input change. Weights prepared by one
+  // version are never lent (GPU retention tier) to a consumer that runs another.
+  virtual std::string version() const { return {}; }
 };
 
 enum class WeightLayout { row_major, column_major };

@@ -61,6 +61,12 @@ using ExpectedLayout = std::vector<ExpectedTensor>;
 
 // Checks names (missing and extra), dtypes, shapes, strides and storage sharing.
 SNAPCACHE_API Status check_expected_layout(const Manifest& manifest, const ExpectedLayout& expected);
+// The same rules for tensors from elsewhere; `source` names where they come from in errors ("the
+// donor"). With element_counts_only, shapes are compared by element count (a post-load method may
+// reshape: an (N, 1) scale becomes (N,)) and strides are not compared.
+enum class ShapeCheck { exact, element_counts_only };
+SNAPCACHE_API Status check_expected_layout(const std::vector<TensorRecord>& tensors, const ExpectedLayout& expected,
+                                           std::string_view source, ShapeCheck shapes = ShapeCheck::exact);
 
 // An opened, verified, leased entry. Its mappings and its lease live as long as this object; the
 // torch front end makes every tensor hold a shared_ptr to it. Only the store creates one.

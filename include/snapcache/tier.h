@@ -38,6 +38,10 @@ struct TierAnswer {
   Provenance provenance = Provenance::cache;
   // Served storages whose bytes are also in a file, by the storage's data pointer (see FileRegion).
   std::map<const void*, FileRegion> files;
+  // With Residence::device_prepared: the derived buffers, already built where the weights were
+  // prepared. The load hands them out as they are and runs no refresh hook (a hook writes in
+  // place, and served memory may be shared). Unset: the refresh hooks build them.
+  std::optional<std::map<std::string, at::Tensor>> derived;
 
   SNAPCACHE_API static TierAnswer served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
                            std::string entry_id = {});

@@ -17,6 +17,7 @@
 
 #include "gpu/pinned_pool.h"
 #include "gpu/staging.h"
+#include "gpu/cuda_status.h"
 #include "snapcache/gpu_upload.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
@@ -25,11 +26,7 @@
 namespace snapcache {
 namespace {
 
-Status cuda_status(cudaError_t err, const std::string& what) {
-  (void)cudaGetLastError();  // clear it, so the next call does not report it again
-  return Status(err == cudaErrorMemoryAllocation ? StatusCode::no_space : StatusCode::io_error,
-                fmt::format("{}: {}", what, cudaGetErrorString(err)));
-}
+using gpu::cuda_status;
 
 constexpr std::uint64_t kBytesPerWorker = 256ull << 20;
 

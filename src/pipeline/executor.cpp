@@ -218,8 +218,9 @@ Result<NamedTensors> upload(const LoadPlan& plan, const std::shared_ptr<Uploader
 }
 
 Status check_on_device(const NamedTensors& tensors, c10::Device device) {
+  // "cuda" without an index is the current device, as torch reads it: any served index matches.
   for (const auto& [name, t] : tensors)
-    if (t.device() != device)
+    if (t.device().type() != device.type() || (device.has_index() && t.device().index() != device.index()))
       return Status(StatusCode::mismatch, fmt::format("tensor '{}' was served on {}, the plan loads onto {}", name,
                                                       t.device().str(), device.str()));
   return Status::ok();
@@ -228,7 +229,7 @@ Status check_on_device(const NamedTensors& tensors, c10::Device device) {
 // The weights on the plan's device; `report` says how, also when it fails. A publication still
 // running in the background is handed over in `publication`.
 Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
-                                       Publication& publication) {
+                                       Publication& publication, std::optional<DerivedBuffers>& derived) {
   LoadContext load{plan, store, nullptr, ineligibility(store, plan), report, {}};
   std::optional<Key> key;
   if (load.ineligible.empty()) {
@@ -270,6 +271,7 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
 
   if (served->residence == Residence::device_prepared) {
     SNAPCACHE_RETURN_IF_ERROR(check_on_device(tensors, plan.device));
+    derived = std::move(served->derived);
     return std::move(tensors);
   }
   // Read from the checkpoint: the tiers that could not serve may keep it for the next load. They
@@ -318,14 +320,15 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
 // A hit whose bytes fail their checksums while staging (bit rot under unchanged file identities)
 // has handed nothing out: the entry is quarantined and the load runs again, which takes the
 // next tier (the checkpoint) and rebuilds the entry.
-Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report, Publication& publication) {
-  auto weights = load_weights_once(store, plan, report, publication);
+Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report, Publication& publication,
+                                  std::optional<DerivedBuffers>& derived) {
+  auto weights = load_weights_once(store, plan, report, publication, derived);
   if (weights || weights.status().code() != StatusCode::damaged || report.path != LoadPath::hit || store == nullptr)
     return weights;
   const std::string damage = weights.status().message();
   const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
   LoadReport again;
-  auto retry = load_weights_once(store, plan, again, publication);
+  auto retry = load_weights_once(store, plan, again, publication, derived);
   if (retry) again.path = LoadPath::fallback;
   again.reason = fmt::format("entry {} failed its checksums while staging ({}) and {}; {}", report.entry_id.substr(0, 12),
                              damage, quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string(),
@@ -389,10 +392,12 @@ Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
   return guarded([&]() -> Result<LoadedModel> {
     const auto started = Clock::now();
     LoadedModel model;
-    auto weights = load_weights(store, plan, model.report, model.publication);
+    std::optional<DerivedBuffers> derived;
+    auto weights = load_weights(store, plan, model.report, model.publication, derived);
     if (!weights) return log_failure(plan, model.report, weights.status());
     model.weights = std::move(*weights);
-    if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
+    if (derived) model.derived = std::move(*derived);  // built where the weights were prepared
+    else if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
     model.report.seconds = seconds_since(started);
     log_load(plan, model.report);
     return model;
@@ -404,7 +409,8 @@ Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel&
     const auto started = Clock::now();
     LoadReport report;
     Publication publication;  // the registry keeps it; the process waits for it at exit
-    auto weights = load_weights(store, plan, report, publication);
+    std::optional<DerivedBuffers> served_derived;  // the model's own buffers are refreshed below
+    auto weights = load_weights(store, plan, report, publication, served_derived);
     if (!weights) return log_failure(plan, report, weights.status());
     if (Status st = copy_in_place(model.weights, *weights, report); !st) return log_failure(plan, report, st);
     model.report = std::move(report);

@@ -5,6 +5,7 @@
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
 #include "snapcache/post_load.h"
+#include "snapcache/version.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 
@@ -15,6 +16,7 @@ class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTar
  public:
   Fp8BlockScale(std::int64_t rows, std::int64_t cols) : rows_(rows), cols_(cols) {}
   std::string name() const override { return fmt::format("fp8-block-scale({}x{})", rows_, cols_); }
+  std::string version() const override { return kVersion; }  // built in: its output changes only with snapcache
 
   std::vector<std::string> targets(const NamedTensors& tensors) const override {
     return pipeline::weight_scale_pairs(tensors, at::kFloat8_e4m3fn);

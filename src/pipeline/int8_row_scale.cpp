@@ -1,6 +1,7 @@
 // INT8 per-row weights: scale (N, 1) -> (N,), optional column-major weight.
 #include <algorithm>
 
+#include "snapcache/version.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -17,6 +18,7 @@ class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTarg
   std::string name() const override {
     return layout_ == WeightLayout::column_major ? "int8-row-scale(column-major)" : "int8-row-scale";
   }
+  std::string version() const override { return kVersion; }  // built in: its output changes only with snapcache
 
   std::vector<std::string> targets(const NamedTensors& tensors) const override {
     return pipeline::weight_scale_pairs(tensors, at::kChar);

@@ -1,4 +1,5 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
+#include "snapcache/version.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -28,9 +29,13 @@ class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnly
  public:
   LayoutConversion(std::vector<std::string> suffixes, WeightLayout layout)
       : suffixes_(std::move(suffixes)), layout_(layout) {}
+  // The suffixes are part of the name: two conversions of different tensors are different
+  // processing (the GPU retention tier keys prepared weights by it).
   std::string name() const override {
-    return layout_ == WeightLayout::column_major ? "layout(column-major)" : "layout(row-major)";
+    return fmt::format("layout({}: {})", layout_ == WeightLayout::column_major ? "column-major" : "row-major",
+                       fmt::join(suffixes_, ", "));
   }
+  std::string version() const override { return kVersion; }  // built in: its output changes only with snapcache
 
   std::vector<std::string> targets(const NamedTensors& tensors) const override {
     std::vector<std::string> out;

@@ -1,7 +1,20 @@
 // The key a plan loads under.
-#include "snapcache/pipeline.h"
+#include "pipeline/plan_key.h"
 
 namespace snapcache {
+
+Key pipeline::key_with_checkpoint(const LoadPlan& plan, std::vector<CheckpointFile> checkpoint) {
+  Key key;
+  key.checkpoint = std::move(checkpoint);
+  key.source_identity = plan.source_identity;
+  key.torch = current_torch_identity();
+  key.dtype = plan.dtype;
+  key.precision_policy = plan.precision.name;
+  key.topology = plan.topology;
+  key.component = plan.component;
+  key.options = plan.options;
+  return key;
+}
 
 Result<Key> key_for_plan(Store& store, const LoadPlan& plan) {
   auto files = describe_checkpoint(store.fs(), plan.checkpoint_files);
@@ -12,16 +25,7 @@ Result<Key> key_for_plan(Store& store, const LoadPlan& plan) {
     DigestMemo memo = store.digest_memo();
     SNAPCACHE_RETURN_IF_ERROR(memo.fill_digests(*files));
   }
-  Key key;
-  key.checkpoint = std::move(*files);
-  key.source_identity = plan.source_identity;
-  key.torch = current_torch_identity();
-  key.dtype = plan.dtype;
-  key.precision_policy = plan.precision.name;
-  key.topology = plan.topology;
-  key.component = plan.component;
-  key.options = plan.options;
-  return key;
+  return pipeline::key_with_checkpoint(plan, std::move(*files));
 }
 
 }  // namespace snapcache

@@ -39,9 +39,9 @@ bool ChildProcess::wait_for_line(const std::string& marker) {
   for (;;) {
     std::size_t pos;
     while ((pos = buffer_.find('\n')) != std::string::npos) {
-      std::string line = buffer_.substr(0, pos);
+      last_line_ = buffer_.substr(0, pos);
       buffer_.erase(0, pos + 1);
-      if (line.rfind(marker, 0) == 0) return true;
+      if (last_line_.rfind(marker, 0) == 0) return true;
     }
     char buf[4096];
     ssize_t n = ::read(out_fd_, buf, sizeof buf);

@@ -18,6 +18,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // Blocks until the child prints a line starting with `marker` on stdout; false on EOF.
   bool wait_for_line(const std::string& marker);
+  // The line wait_for_line matched, or the last line it read when it found none.
+  const std::string& last_line() const { return last_line_; }
   void kill_now();   // SIGKILL, then reap
   int wait();        // exit code, or 128+signal
 
@@ -25,6 +27,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   int out_fd_ = -1;
   std::string buffer_;
+  std::string last_line_;
   int status_ = -1;
 };
 

@@ -4,6 +4,10 @@
 // restarted server would, which loads from the snapshot. Both processes run a forward pass; the
 // weights and outputs of the no-cache, first and restarted loads must be bit-identical. The
 // entry stays in the cache between runs (--fresh drops it first).
+//
+// With --donor it loads the model and keeps it on the GPU for other processes until SIGINT or
+// SIGTERM; with --attach it loads through that donor (GPU retention tier), then checks the result
+// against an ordinary load.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -14,6 +18,7 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -21,6 +26,7 @@
 
 #include "dit_model.h"
 #include "snapcache/config.h"
+#include "snapcache/donor.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 
@@ -36,6 +42,8 @@ struct Options {
   int tp_rank = 0, tp_size = 1;
   bool disable_cache = false, fresh = false;
   std::string capacity_gib;  // parsed by parse_gib, the rule SNAPCACHE_CAPACITY_GIB follows
+  bool donor = false, attach = false, require_donor = false;
+  std::string donor_dir;  // the donor socket directory (default: DonorOptions's)
   std::string restart_of;  // set in the restarted process: the first process's fingerprint
   double reference_seconds = 0;  // and how long its first load, without the cache, took
 };
@@ -84,6 +92,56 @@ int start_restarted_process(int argc, char** argv, const std::string& fingerprin
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+Donor* running_donor = nullptr;
+extern "C" void stop_donor(int) {
+  if (running_donor != nullptr) running_donor->request_stop();
+}
+
+// --donor: load, keep the weights on the GPU for other processes, serve until SIGINT/SIGTERM.
+int serve_as_donor(Store* store, const LoadPlan& plan, const demo::DitConfig& dit, const Options& o) {
+  auto loaded = load_and_run(store, plan, dit);
+  if (!loaded) return fail("load failed: " + loaded.status().to_string());
+  print_load("donor's load", loaded->model.report);
+  DonorOptions options;
+  options.socket_dir = o.donor_dir;
+  auto donor = Donor::start(plan.device, options);
+  if (!donor) return fail("cannot start the donor: " + donor.status().to_string());
+  if (Status st = (*donor)->serve(store, plan, loaded->model); !st) return fail("cannot serve: " + st.to_string());
+  loaded->model = LoadedModel();  // the donor keeps its own copy
+  running_donor = donor->get();
+  std::signal(SIGINT, stop_donor);
+  std::signal(SIGTERM, stop_donor);
+  fmt::print("donor: serving {} ({}) at {}; fingerprint {}. SIGINT or SIGTERM stops it.\n", plan.component,
+             format_size((*donor)->bytes()), (*donor)->socket_path(), loaded->fingerprint);
+  std::fflush(stdout);
+  auto shutdown = (*donor)->run();
+  running_donor = nullptr;
+  if (!shutdown) return fail("donor: " + shutdown.status().to_string());
+  fmt::print("donor: {}\n", shutdown->summary());
+  return shutdown->changed.empty() ? 0 : 5;
+}
+
+// --attach: load through the donor (falling back to the disk snapshot and the ordinary loader
+// unless --require-donor), run the forward pass, compare with an ordinary load.
+int attach_to_donor(Store* store, LoadPlan plan, const demo::DitConfig& dit, const Options& o) {
+  LoadPlan attached_plan = plan;
+  DonorTierOptions donor_options;
+  donor_options.socket_dir = o.donor_dir;
+  donor_options.required = o.require_donor;
+  attached_plan.tiers = {donor_tier(donor_options), snapshot_tier(), ordinary_tier()};
+  auto attached = load_and_run(store, attached_plan, dit);
+  if (!attached) return fail("load failed: " + attached.status().to_string());
+  print_load(fmt::format("attaching process (pid {})", ::getpid()), attached->model.report);
+  auto ordinary = load_and_run(nullptr, plan, dit);
+  if (!ordinary) return fail("load without the cache failed: " + ordinary.status().to_string());
+  const bool same = attached->fingerprint == ordinary->fingerprint;
+  fmt::print("weights and outputs (ordinary load / attached): {}  (fingerprint {})\n", same ? "bit-identical" : "DIFFERENT",
+             attached->fingerprint);
+  fmt::print("attached load: {} ({}), ordinary load: {}\n", format_duration(attached->model.report.seconds),
+             to_string(attached->model.report.path), format_duration(ordinary->model.report.seconds));
+  return same ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,6 +156,11 @@ int main(int argc, char** argv) {
   app.add_flag("--disable-cache", o.disable_cache, "load without the cache (every load takes the ordinary path)");
   app.add_flag("--fresh", o.fresh, "drop this model's cache entry first, so the first load is cold");
   app.add_option("--capacity-gib", o.capacity_gib, "cache capacity in GiB (a plain number: 2, 0.5)");
+  auto* donor_flag = app.add_flag("--donor", o.donor, "load, then keep the weights on the GPU for other processes until SIGINT/SIGTERM");
+  app.add_flag("--attach", o.attach, "load through the donor of this GPU (falls back to the cache, then the ordinary load)")
+      ->excludes(donor_flag);
+  app.add_flag("--require-donor", o.require_donor, "with --attach: fail instead of falling back when no donor serves");
+  app.add_option("--donor-dir", o.donor_dir, "donor socket directory (default: SNAPCACHE_DONOR_DIR, $XDG_RUNTIME_DIR/snapcache or /tmp/snapcache-UID)");
   app.add_option("--restart-of", o.restart_of, "(internal) run as the restarted process")->group("");
   app.add_option("--reference-seconds", o.reference_seconds, "(internal) the first process's no-cache load time")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -155,6 +218,10 @@ int main(int argc, char** argv) {
   // its report saying why.
   std::shared_ptr<Store> store = Store::open_for_loading(config);
   LoadPlan plan = demo::make_plan(dit, checkpoint, device);
+
+  if ((o.donor || o.attach) && !device.is_cuda()) return fail("--donor and --attach need a CUDA device");
+  if (o.donor) return serve_as_donor(store.get(), plan, dit, o);
+  if (o.attach) return attach_to_donor(store.get(), plan, dit, o);
 
   if (!restarted) {
     if (o.fresh && store->config().enabled() && store->unavailable_reason().empty())

@@ -31,5 +31,6 @@ Command add_gc(CLI::App& app, GlobalOptions& options);
 Command add_stats(CLI::App& app, GlobalOptions& options);
 Command add_config(CLI::App& app, GlobalOptions& options);
 Command add_why(CLI::App& app, GlobalOptions& options);
+Command add_donors(CLI::App& app, GlobalOptions& options);
 
 }  // namespace snapcache::cli

@@ -1,0 +1,10 @@
+// The fields of a plan's key besides the checkpoint identities, filled in one place.
+#pragma once
+
+#include "snapcache/pipeline.h"
+
+namespace snapcache::pipeline {
+
+Key key_with_checkpoint(const LoadPlan& plan, std::vector<CheckpointFile> checkpoint);
+
+}  // namespace snapcache::pipeline
