@@ -55,7 +55,7 @@ struct LoadReport {
   // identities (device, inode, size, mtime, ctime) are those their last full check recorded.
   std::uint64_t bytes_checked = 0;
   std::uint64_t bytes_trusted = 0;
-  SNAPCACHE_API std::string integrity() const;  // those two in words, "" when not a hit
+  SNAPCACHE_API std::string integrity() const;  // those two in words, "" when no file was read
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line
   SNAPCACHE_API std::string table() const;    // stages, times and bytes, one per line

@@ -26,7 +26,8 @@ const char* to_string(TierOutcome outcome) {
 }
 
 std::string LoadReport::integrity() const {
-  if (path != LoadPath::hit) return "";
+  // Nothing came from a file on a miss, or on a hit attached from GPU memory (a donor).
+  if (path != LoadPath::hit || (bytes_checked == 0 && bytes_trusted == 0)) return "";
   if (bytes_trusted == 0) return fmt::format("every byte ({}) checked against its checksum while staging",
                                              format_size(bytes_checked));
   if (bytes_checked == 0) return "trusted by file identity (unchanged since the entry was last checked in full)";

@@ -78,6 +78,7 @@ TEST_CASE("a consumer attaches the donor's weights bit-identical to an ordinary 
   REQUIRE(!attached->report.tiers.empty());
   CHECK(attached->report.tiers.front().tier == "donor");
   CHECK(attached->report.tiers.front().outcome == TierOutcome::served);
+  CHECK(attached->report.integrity().empty());  // no file was read: the donor's fingerprint is in the reason
   // FP8 block-scaled and INT8 column-major weights come back with identical layouts and bytes,
   // derived buffers too, and the forward pass agrees.
   CHECK(demo::identical(*ordinary, *attached));
