@@ -44,6 +44,8 @@ struct DonorKey {
 };
 // The donor key of a plan loaded onto plan.device. `store` may be null (identities from stat).
 SNAPCACHE_API Result<DonorKey> donor_key_for_plan(Store* store, const LoadPlan& plan);
+// The same around a disk key the load already took (key_for_plan), so both name one checkpoint.
+SNAPCACHE_API Result<DonorKey> donor_key_for_plan(const Key& disk_key, const LoadPlan& plan);
 SNAPCACHE_API std::string donor_key_id(const DonorKey& key);  // 32 hex digits
 SNAPCACHE_API std::vector<KeyDifference> diff_donor_keys(const DonorKey& wanted, const DonorKey& found);
 

@@ -15,7 +15,7 @@
 #include "gpu/shareable_memory.h"
 #include "ipc/private_dir.h"
 #include "ipc/unix_socket.h"
-#include "pipeline/deferred_layout.h"
+#include "pipeline/built_in_method.h"
 #include "snapcache/donor.h"
 #include "snapcache/log.h"
 #include "snapcache/text.h"
@@ -31,12 +31,12 @@ using namespace std::chrono_literals;
 // How long a connected peer may take to send its request.
 constexpr auto kRequestTimeout = 5s;
 
-// The post-load methods whose output the tier can vouch for: the built-in ones (they carry the
-// pipeline's marker; a method of the same name from elsewhere does not) with FP8 blocks of 128x128.
+// The post-load methods whose output the tier can vouch for: the built-in ones (a method of the
+// same name from elsewhere is not one) with FP8 blocks of 128x128.
 Status check_methods(const LoadPlan& plan, bool accept_custom) {
   for (const auto& method : plan.post_load) {
     const std::string name = method->name();
-    const bool built_in = pipeline::reads_only_targets(*method);
+    const bool built_in = pipeline::is_built_in(*method);
     if (built_in && name.starts_with("fp8-block-scale(") && name != "fp8-block-scale(128x128)")
       return Status(StatusCode::unsupported,
                     fmt::format("post-load method {}: the GPU retention tier serves FP8 block scales of 128x128 only", name));
@@ -200,7 +200,7 @@ Result<std::unique_ptr<Donor>> Donor::start(c10::Device device, DonorOptions opt
   if (!listener) return listener.status();
   impl->listener = std::move(*listener);
   impl->stop = ipc::UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl->stop) return Status::from_errno(errno, "eventfd");
+  if (!impl->stop.valid()) return Status::from_errno(errno, "eventfd");
   log(LogLevel::info, fmt::format("donor: serving {} ({}) at {}", impl->device.str(), impl->gpu_uuid, impl->listener.path()));
   return std::unique_ptr<Donor>(new Donor(std::move(impl)));
 }

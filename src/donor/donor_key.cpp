@@ -8,20 +8,12 @@
 
 namespace snapcache {
 
-Result<DonorKey> donor_key_for_plan(Store* store, const LoadPlan& plan) {
+Result<DonorKey> donor_key_for_plan(const Key& disk_key, const LoadPlan& plan) {
   if (!plan.device.is_cuda())
     return Status(StatusCode::unsupported, fmt::format("the GPU retention tier needs a CUDA device, the plan loads onto {}",
                                                        plan.device.str()));
   DonorKey key;
-  if (store != nullptr) {
-    auto disk = key_for_plan(*store, plan);
-    if (!disk) return disk.status();
-    key.disk = std::move(*disk);
-  } else {
-    auto files = describe_checkpoint(*posix_file_system(), plan.checkpoint_files);
-    if (!files) return files.status();
-    key.disk = pipeline::key_with_checkpoint(plan, std::move(*files));
-  }
+  key.disk = disk_key;
   for (const auto& method : plan.post_load)
     key.weight_processing += fmt::format("{}{}@{}", key.weight_processing.empty() ? "" : "; ", method->name(),
                                          method->version().empty() ? "unversioned" : method->version());
@@ -29,6 +21,17 @@ Result<DonorKey> donor_key_for_plan(Store* store, const LoadPlan& plan) {
   if (!uuid) return uuid.status();
   key.gpu_uuid = std::move(*uuid);
   return key;
+}
+
+Result<DonorKey> donor_key_for_plan(Store* store, const LoadPlan& plan) {
+  if (store != nullptr) {
+    auto disk = key_for_plan(*store, plan);
+    if (!disk) return disk.status();
+    return donor_key_for_plan(*disk, plan);
+  }
+  auto files = describe_checkpoint(*posix_file_system(), plan.checkpoint_files);
+  if (!files) return files.status();
+  return donor_key_for_plan(pipeline::key_with_checkpoint(plan, std::move(*files)), plan);
 }
 
 std::string donor_key_id(const DonorKey& key) {

@@ -62,15 +62,8 @@ class DonorTier final : public Tier {
   Result<TierAnswer> attach(LoadContext& load) {
     const LoadPlan& plan = load.plan;
     const int ordinal = gpu::cuda_ordinal(plan.device);
-    Result<DonorKey> wanted = Status(StatusCode::not_found, "no key");
-    if (load.key != nullptr) {
-      // The disk key this load already took, so both tiers name the same checkpoint.
-      auto k = donor_key_for_plan(nullptr, plan);
-      if (k) k->disk = *load.key;
-      wanted = std::move(k);
-    } else {
-      wanted = donor_key_for_plan(load.store, plan);
-    }
+    // The disk key this load already took, when it took one, so both tiers name one checkpoint.
+    Result<DonorKey> wanted = load.key != nullptr ? donor_key_for_plan(*load.key, plan) : donor_key_for_plan(load.store, plan);
     if (!wanted) return wanted.status().with_context("the donor key");
     const std::string dir = options_.socket_dir.empty() ? ipc::default_socket_dir() : options_.socket_dir;
     if (Status st = ipc::require_private_dir(dir, /*create=*/false); !st) {

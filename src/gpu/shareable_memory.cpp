@@ -114,6 +114,12 @@ Result<std::uint64_t> granularity(int device_ordinal) {
   return static_cast<std::uint64_t>(g);
 }
 
+// The device made current and its allocation granularity: where both sides begin.
+Result<std::uint64_t> start_on(int device_ordinal) {
+  SNAPCACHE_RETURN_IF_ERROR(use_device(device_ordinal));
+  return granularity(device_ordinal);
+}
+
 std::uint64_t round_up(std::uint64_t n, std::uint64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
@@ -144,8 +150,7 @@ Result<std::string> device_uuid(int device_ordinal) {
 
 Result<std::unique_ptr<ShareableMemory>> ShareableMemory::allocate(int device_ordinal, std::uint64_t bytes,
                                                                    std::uint64_t max_allocation) {
-  SNAPCACHE_RETURN_IF_ERROR(use_device(device_ordinal));
-  auto g = granularity(device_ordinal);
+  auto g = start_on(device_ordinal);
   if (!g) return g.status();
   const Driver& d = driver();
   std::unique_ptr<ShareableMemory> m(new ShareableMemory());
@@ -177,8 +182,7 @@ Result<std::unique_ptr<ShareableMemory>> ShareableMemory::import(int device_ordi
   if (fds.size() != sizes.size() || fds.empty())
     return Status(StatusCode::invalid_argument,
                   fmt::format("{} memory descriptors for {} allocations", fds.size(), sizes.size()));
-  SNAPCACHE_RETURN_IF_ERROR(use_device(device_ordinal));
-  auto g = granularity(device_ordinal);
+  auto g = start_on(device_ordinal);
   if (!g) return g.status();
   const Driver& d = driver();
   std::unique_ptr<ShareableMemory> m(new ShareableMemory());

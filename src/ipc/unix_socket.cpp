@@ -22,24 +22,6 @@
 
 namespace snapcache::ipc {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int UniqueFd::release() {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 namespace {
 
 // A frame is a 4-byte little-endian body length, then the body.
@@ -345,7 +327,7 @@ bool same_file(int fd, const std::string& path) {
 }  // namespace
 
 Status Connection::send(const std::string& body, const std::vector<int>& fds) {
-  if (!fd_) return connection_closed();
+  if (!fd_.valid()) return connection_closed();
   if (body.size() > kMaxMessageBytes)
     return Status(StatusCode::invalid_argument,
                   fmt::format("a message of {} is over the limit of {}; nothing was sent", format_size(body.size()),
@@ -393,7 +375,7 @@ Status Connection::send(const std::string& body, const std::vector<int>& fds) {
 }
 
 Result<Message> Connection::receive(Timeout timeout) {
-  if (!fd_) return connection_closed();
+  if (!fd_.valid()) return connection_closed();
   const Deadline deadline(timeout);
   Message message;
   FrameReader reader(fd_.get(), deadline, message.fds);
@@ -419,7 +401,7 @@ Result<Message> Connection::receive(Timeout timeout) {
 }
 
 Result<bool> Connection::wait_closed(Timeout timeout) {
-  if (!fd_) return connection_closed();
+  if (!fd_.valid()) return connection_closed();
   const Deadline deadline(timeout);
   for (;;) {
     auto ready = wait_for(fd_.get(), POLLIN | POLLRDHUP, deadline);
@@ -439,7 +421,7 @@ Result<bool> Connection::wait_closed(Timeout timeout) {
 }
 
 Result<PeerCredentials> Connection::peer() const {
-  if (!fd_) return connection_closed();
+  if (!fd_.valid()) return connection_closed();
   ucred cred{};
   socklen_t size = sizeof cred;
   if (::getsockopt(fd_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &size) != 0)
@@ -520,7 +502,7 @@ Listener& Listener::operator=(Listener&& o) noexcept {
 Listener::~Listener() { close(); }
 
 Result<Connection> Listener::accept(Timeout timeout) {
-  if (!fd_) return Status(StatusCode::invalid_argument, "the listener is closed");
+  if (!fd_.valid()) return Status(StatusCode::invalid_argument, "the listener is closed");
   const Deadline deadline(timeout);
   for (;;) {
     const int raw = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
@@ -549,7 +531,7 @@ void Listener::close() {
   // The lock file itself stays. Were it removed, a donor that opened it just before could still
   // lock the removed file while a third one creates and locks a new file at the name: two
   // holders, each sure it owns the socket.
-  if (lock_ && same_file(lock_.get(), path_ + ".lock")) {
+  if (lock_.valid() && same_file(lock_.get(), path_ + ".lock")) {
     ::unlink(path_.c_str());
     (void)::ftruncate(lock_.get(), 0);  // only a hint for the next one; nothing to do if it fails
   }

@@ -10,27 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/file_system.h"
 #include "snapcache/status.h"
 
 namespace snapcache::ipc {
 
-// An owned file descriptor, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const { return fd_; }
-  int release();
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+// The library's owned descriptor (snapcache/file_system.h), closed on destruction.
+using UniqueFd = snapcache::UniqueFd;
 
 struct PeerCredentials {
   pid_t pid = 0;
@@ -70,7 +56,7 @@ class Connection {
   // user of this process.
   Status require_same_user() const;
   int fd() const { return fd_.get(); }
-  explicit operator bool() const { return static_cast<bool>(fd_); }
+  explicit operator bool() const { return fd_.valid(); }
 
  private:
   UniqueFd fd_;

@@ -1,6 +1,7 @@
 // FP8 e4m3fn weights with one float32 scale per 128x128 block.
 #include <algorithm>
 
+#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -12,7 +13,8 @@
 namespace snapcache {
 namespace {
 
-class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
+class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
+                                public pipeline::BuiltInMethod {
  public:
   Fp8BlockScale(std::int64_t rows, std::int64_t cols) : rows_(rows), cols_(cols) {}
   std::string name() const override { return fmt::format("fp8-block-scale({}x{})", rows_, cols_); }

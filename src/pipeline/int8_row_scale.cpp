@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "snapcache/version.h"
+#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -12,7 +13,8 @@
 namespace snapcache {
 namespace {
 
-class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
+class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
+                                public pipeline::BuiltInMethod {
  public:
   explicit Int8RowScale(WeightLayout layout) : layout_(layout) {}
   std::string name() const override {

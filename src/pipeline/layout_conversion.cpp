@@ -1,5 +1,6 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
 #include "snapcache/version.h"
+#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -25,7 +26,8 @@ std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensor
 
 namespace {
 
-class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnlyTargets {
+class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
+                                public pipeline::BuiltInMethod {
  public:
   LayoutConversion(std::vector<std::string> suffixes, WeightLayout layout)
       : suffixes_(std::move(suffixes)), layout_(layout) {}

@@ -251,6 +251,13 @@ TEST_CASE("shutdown waits for the active consumer; fingerprints catch a consumer
     REQUIRE(donor.wait_for_line("ready"));
     test::ChildProcess reader(kHelper, s.attach_args(1500, false));
     REQUIRE(reader.wait_for_line("ready"));
+    {
+      // This donor allows two consumers at once: a second reader shares the weights.
+      auto shared = load_model(nullptr, through_donor(s.plan(), s.sockets, true));
+      REQUIRE(shared.is_ok());
+      auto third = load_model(nullptr, through_donor(s.plan(), s.sockets, true));
+      CHECK(!third.is_ok());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     REQUIRE(::kill(donor.pid(), SIGTERM) == 0);
     CHECK(donor.wait_for_line("shutdown changed=0 consumers=1 timed_out=0"));

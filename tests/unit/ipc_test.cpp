@@ -41,7 +41,7 @@ std::pair<Connection, Connection> connected_pair() {
 // An anonymous file holding `text`.
 UniqueFd memfd_with(const std::string& text) {
   UniqueFd fd(::memfd_create("snapcache-ipc-test", MFD_CLOEXEC));
-  REQUIRE(fd);
+  REQUIRE(fd.valid());
   REQUIRE(::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()));
   return fd;
 }
