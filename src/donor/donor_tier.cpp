@@ -42,8 +42,10 @@ class DonorTier final : public Tier {
     Result<TierAnswer> answer = attach(load);
     if (!answer) {
       stage.fail(answer.status().to_string());
-      return refuse(is_miss(answer.status()) ? TierAnswer::missed(answer.status().message())
-                                             : TierAnswer::unusable(answer.status().message()));
+      if (options_.required)  // the donor's own refusal, typed as it came
+        return answer.status().with_context("the donor tier is required and did not serve");
+      return is_miss(answer.status()) ? TierAnswer::missed(answer.status().message())
+                                      : TierAnswer::unusable(answer.status().message());
     }
     std::uint64_t bytes = 0;
     for (const auto& [_, t] : answer->tensors) bytes += t.storage().nbytes();
@@ -52,11 +54,10 @@ class DonorTier final : public Tier {
   }
 
  private:
-  // Without fallback, anything but serving is the load's error.
+  // Without fallback, a load the tier does not apply to is the load's error.
   Result<TierAnswer> refuse(TierAnswer answer) const {
     if (!options_.required) return answer;
-    return Status(answer.outcome == TierOutcome::missed ? StatusCode::not_found : StatusCode::mismatch,
-                  "the donor tier is required and did not serve: " + answer.reason);
+    return Status(StatusCode::invalid_argument, "the donor tier is required and does not apply: " + answer.reason);
   }
 
   Result<TierAnswer> attach(LoadContext& load) {
