@@ -357,8 +357,12 @@ void bind_key(py::module_& m) {
       "write_key_file",
       [](const py::object& path, const Key& k) {
         const std::string p = path_string(path);
-        py::gil_scoped_release release;
-        return write_key_file(*posix_file_system(), p, k);
+        Status st;
+        {
+          py::gil_scoped_release release;
+          st = write_key_file(*posix_file_system(), p, k);
+        }
+        check(st);
       },
       py::arg("path"), py::arg("key"), "A key file for `snapcache why FILE`.");
   m.def(

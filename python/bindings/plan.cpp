@@ -151,7 +151,7 @@ std::shared_ptr<PostLoadMethod> make_callable_method(const py::object& fn, const
                                                      const std::string& version) {
   if (!PyCallable_Check(fn.ptr())) throw py::type_error("post_load_method: fn must be callable");
   std::string method_name = !name.is_none()                   ? py::str(name).cast<std::string>()
-                            : py::hasattr(fn, "__qualname__") ? py::str(fn.attr("__qualname__")).cast<std::string>()
+                            : py::hasattr(fn, "__name__") ? py::str(fn.attr("__name__")).cast<std::string>()
                                                               : type_name(fn);
   std::optional<std::vector<std::string>> target_list;
   PyRef targets_fn;
@@ -240,13 +240,6 @@ std::vector<std::shared_ptr<Tier>> tiers_from_python(const py::handle& obj) {
     else tiers.push_back(item.cast<std::shared_ptr<Tier>>());
   }
   return tiers;
-}
-
-c10::Device device_from_python(const py::handle& obj) {
-  py::object device = py::reinterpret_borrow<py::object>(obj);
-  if (py::isinstance<py::str>(obj) || py::isinstance<py::int_>(obj))
-    device = py::module_::import("torch").attr("device")(obj);
-  return device.cast<c10::Device>();
 }
 
 std::vector<PrecisionRule> rules_from_python(const py::handle& obj) {

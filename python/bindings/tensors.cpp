@@ -24,6 +24,13 @@ py::dict to_dict(const std::map<std::string, at::Tensor>& tensors) {
   return d;
 }
 
+c10::Device device_from_python(const py::handle& obj) {
+  py::object device = py::reinterpret_borrow<py::object>(obj);
+  if (py::isinstance<py::str>(obj) || py::isinstance<py::int_>(obj))
+    device = py::module_::import("torch").attr("device")(obj);
+  return device.cast<c10::Device>();
+}
+
 namespace {
 
 at::Tensor tensor_of(const py::handle& value, const std::string& what, const std::string& name) {
@@ -137,8 +144,12 @@ void bind_safetensors(py::module_& m) {
       [](const py::object& path, const py::handle& tensors, const std::map<std::string, std::string>& metadata) {
         const std::string p = path_string(path);
         NamedTensors t = named_tensors(tensors, "write_safetensors");
-        py::gil_scoped_release release;
-        return write_safetensors(p, t, metadata);
+        Status st;
+        {
+          py::gil_scoped_release release;
+          st = write_safetensors(p, t, metadata);
+        }
+        check(st);
       },
       py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
       "Writes tensors (made contiguous) as a safetensors file, through a temporary file.");
@@ -230,8 +241,9 @@ void bind_snapshot_front_end(py::module_& m) {
       "than `expected` is a miss, with the reason.");
   m.def(
       "upload_tensors",
-      [](const py::handle& tensors, c10::Device device) {
+      [](const py::handle& tensors, const py::handle& device_like) {
         NamedTensors t = named_tensors(tensors, "upload_tensors");
+        const c10::Device device = device_from_python(device_like);
         Result<NamedTensors> out = Status();
         {
           py::gil_scoped_release release;

@@ -20,5 +20,7 @@ py::dict to_dict(const std::map<std::string, at::Tensor>& tensors);
 // is not a tensor is a TypeError naming `what` and the name (GIL held).
 NamedTensors named_tensors(const py::handle& obj, const std::string& what);
 std::map<std::string, at::Tensor> tensor_map(const py::handle& obj, const std::string& what);
+// A torch.device, or what torch.device() takes ("cuda:0", "cpu", 0).
+c10::Device device_from_python(const py::handle& obj);
 
 }  // namespace snapcache::python

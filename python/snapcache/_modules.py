@@ -122,10 +122,9 @@ def _bind(module, bindings):
         for slot, tensor in bindings:
             old = slot.tensor
             if slot.is_parameter:
-                if type(old) is torch.nn.Parameter and torch._has_compatible_shallow_copy_type(old, tensor):
-                    old.data = tensor  # the same Parameter object everywhere: ties, attributes, references stay
-                    continue
-                new = torch.nn.Parameter(tensor, requires_grad=old.requires_grad)
+                # A Parameter of the old one's class over the loaded tensor's storage (no copy), with
+                # its attributes (a loader's weight_loader, ...); one object for all tied names.
+                new = torch.Tensor._make_subclass(type(old), tensor, old.requires_grad)
                 new.__dict__.update(getattr(old, "__dict__", {}))
                 for name in slot.names:
                     owner, attr = _owner(module, name)
