@@ -31,7 +31,7 @@ from ._stores import DEFAULT as _DEFAULT
 from ._stores import default_store  # noqa: F401
 from ._stores import store_for as _store_for
 
-def load_model(plan, store=_DEFAULT):
+def load_model(plan: _core.LoadPlan, store=_DEFAULT) -> _core.LoadedModel:
     """Loads `plan` through the tiers: a warm snapshot, else your ordinary loader (and publishes
     the result). Returns a LoadedModel (weights, derived, report, publication). `store`: default
     the environment's (default_store()); None: no cache (the load is ineligible). Raises a
@@ -40,7 +40,7 @@ def load_model(plan, store=_DEFAULT):
     return _core.load_model(_store_for(store), plan)
 
 
-def reload_model(plan, model, store=_DEFAULT):
+def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT) -> _core.LoadReport:
     """Loads again and copies into `model`'s existing tensors in place (addresses kept), then runs
     the refresh hooks. Returns the LoadReport."""
     return _core.reload_model(_store_for(store), plan, model)

@@ -42,7 +42,7 @@ def _slots(module):
     return slots
 
 
-def module_layout(module, exclude=()):
+def module_layout(module: torch.nn.Module, exclude=()) -> "list[_core.ExpectedTensor]":
     """The tensors `module` holds, as a plan's `expected`: one ExpectedTensor per parameter or
     buffer (persistent or not), named as named_parameters()/named_buffers() name it first (a tied
     parameter appears once, under its first name), with the module's dtypes and shapes. Names in
@@ -135,7 +135,7 @@ def _bind(module, bindings):
                     owner._buffers[attr] = tensor
 
 
-def load_module(module, plan, *, store=DEFAULT):
+def load_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store=DEFAULT) -> _core.LoadedModel:
     """Loads `plan` and binds the tensors into `module` (typically built on the `meta` device):
     parameters and buffers, persistent or not; tied parameters stay tied; no tensor is copied (a
     warm CPU load binds the snapshot's private mapping itself; a CUDA load the uploaded tensors).
@@ -153,7 +153,7 @@ def load_module(module, plan, *, store=DEFAULT):
     return loaded
 
 
-def reload_module(module, plan, *, store=DEFAULT):
+def reload_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store=DEFAULT) -> _core.LoadReport:
     """Loads `plan` again (warm or cold) and copies the result into the tensors `module` already
     holds, in place: no parameter or buffer changes its address (captured CUDA graphs keep
     working). The layout is checked first; on a mismatch nothing is copied. Returns the LoadReport."""

@@ -11,7 +11,7 @@ class _Default:
 DEFAULT = _Default()
 
 
-def default_store(**overrides):
+def default_store(**overrides) -> _core.Store:
     """The store loads use when none is given: Store.open_for_loading(Config.from_environment()),
     with keyword overrides (prepared_weight_cache=False, prepared_weight_cache_gib=64, ...).
     Never raises for the cache's sake: a cache that cannot be used is `unavailable`, with the reason.
