@@ -97,7 +97,10 @@ find_package(CUDAToolkit REQUIRED)
 file(STRINGS "${PROJECT_SOURCE_DIR}/cmake/torch-version" SNAPCACHE_TORCH_VERSION LIMIT_COUNT 1)
 set(SNAPCACHE_TORCH_PYTHON "" CACHE STRING
     "python3 whose torch provides libtorch (default: tools/setup.sh's virtual environment, else python3)")
-if(NOT SNAPCACHE_TORCH_PYTHON)
+if(NOT SNAPCACHE_TORCH_PYTHON AND SKBUILD)
+  # Built by pip: the extension module is for the interpreter that builds it, so its torch it is.
+  set(SNAPCACHE_TORCH_PYTHON "${Python_EXECUTABLE}")
+elseif(NOT SNAPCACHE_TORCH_PYTHON)
   if(DEFINED ENV{SNAPCACHE_DEPS_DIR})
     set(_deps "$ENV{SNAPCACHE_DEPS_DIR}")
   else()
@@ -111,7 +114,10 @@ if(NOT SNAPCACHE_TORCH_PYTHON)
   endif()
 endif()
 if(SNAPCACHE_TORCH_PYTHON)
-  execute_process(COMMAND "${SNAPCACHE_TORCH_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+  # Without PYTHONPATH: pip's isolated build environment sets it to hide the target environment's
+  # packages, torch among them, from the build; CMake asks the target environment itself.
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE
+                          "${SNAPCACHE_TORCH_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
                   OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(_torch_prefix)
     list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")

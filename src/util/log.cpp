@@ -1,13 +1,17 @@
 #include "snapcache/log.h"
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 
 namespace snapcache {
 namespace {
+
+using Sink = std::function<void(LogLevel, std::string_view)>;
 
 LogLevel level_from_env() {
   const char* v = std::getenv("SNAPCACHE_LOG");
@@ -18,16 +22,23 @@ LogLevel level_from_env() {
   return LogLevel::info;
 }
 
+// The sink is called outside the lock: it may take locks of its own (a Python sink takes the
+// GIL, which another thread may hold while it logs). set_log_sink waits for the calls of the old
+// sink running on other threads, so a replaced sink is never called after it returns.
 struct LogState {
   std::mutex mu;
+  std::condition_variable idle;
   LogLevel level = level_from_env();
-  std::function<void(LogLevel, std::string_view)> sink;
+  std::shared_ptr<const Sink> sink;
+  int calls = 0;  // sink calls in progress, all threads
 };
 
 LogState& state() {
   static LogState s;
   return s;
 }
+
+thread_local int calls_on_this_thread = 0;  // a sink that logs or replaces the sink itself
 
 const char* level_name(LogLevel l) {
   switch (l) {
@@ -38,6 +49,22 @@ const char* level_name(LogLevel l) {
   }
   return "?";
 }
+
+// Counts a call into the sink for its duration, however it ends.
+class SinkCall {
+ public:
+  SinkCall() { ++calls_on_this_thread; }
+  ~SinkCall() {
+    --calls_on_this_thread;
+    {
+      std::lock_guard lock(state().mu);
+      --state().calls;
+    }
+    state().idle.notify_all();
+  }
+  SinkCall(const SinkCall&) = delete;
+  SinkCall& operator=(const SinkCall&) = delete;
+};
 
 }  // namespace
 
@@ -52,21 +79,28 @@ LogLevel log_level() {
 }
 
 void set_log_sink(std::function<void(LogLevel, std::string_view)> sink) {
-  std::lock_guard lock(state().mu);
-  state().sink = std::move(sink);
+  std::unique_lock lock(state().mu);
+  state().sink = sink ? std::make_shared<const Sink>(std::move(sink)) : nullptr;
+  state().idle.wait(lock, [] { return state().calls - calls_on_this_thread == 0; });
 }
 
 void log(LogLevel level, std::string_view message) {
-  std::lock_guard lock(state().mu);
-  if (static_cast<int>(level) > static_cast<int>(state().level)) return;
-  if (state().sink) {
-    state().sink(level, message);
-  } else {
-    std::string line = std::string("snapcache[") + level_name(level) + "] ";
-    line.append(message);
-    line.push_back('\n');
-    std::fwrite(line.data(), 1, line.size(), stderr);
+  std::shared_ptr<const Sink> sink;
+  {
+    std::lock_guard lock(state().mu);
+    if (static_cast<int>(level) > static_cast<int>(state().level)) return;
+    sink = state().sink;
+    if (sink) ++state().calls;
   }
+  if (sink) {
+    SinkCall call;
+    (*sink)(level, message);
+    return;
+  }
+  std::string line = std::string("snapcache[") + level_name(level) + "] ";
+  line.append(message);
+  line.push_back('\n');
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 }  // namespace snapcache

@@ -1,0 +1,135 @@
+// Loading: load_model and reload_model (the GIL is released for the whole load, so other Python
+// threads run while the library reads, checks and uploads; callbacks take it back), the loaded
+// model, its report and its background publication.
+#include "snapcache/pipeline.h"
+#include "snapcache/publication.h"
+#include "snapcache/report.h"
+#include "snapcache/text.h"
+#include "tensors.h"
+
+namespace snapcache::python {
+namespace {
+
+// The exceptions callbacks raise during one call: forgotten when it starts and when it ends, so
+// only the call that failed chains them (raise_status takes them on the way out).
+class CallbackErrors {
+ public:
+  CallbackErrors() { forget_callback_errors(); }
+  ~CallbackErrors() { forget_callback_errors(); }
+  CallbackErrors(const CallbackErrors&) = delete;
+  CallbackErrors& operator=(const CallbackErrors&) = delete;
+};
+
+std::string report_repr(const LoadReport& r) {
+  return std::string("LoadReport(") + to_string(r.path) + ", " + py::repr(py::str(r.reason)).cast<std::string>() +
+         ", " + format_duration(r.seconds) + ")";
+}
+
+void bind_report(py::module_& m) {
+  py::native_enum<LoadPath>(m, "LoadPath", "enum.Enum", "Which path a load took.")
+      .value("hit", LoadPath::hit, "warm: a cache tier (the disk snapshot, a GPU donor) served the weights")
+      .value("miss", LoadPath::miss, "cold: no cache tier had them; the ordinary loader ran, the result was kept")
+      .value("fallback", LoadPath::fallback, "cold: a cache tier had them but could not use them")
+      .value("ineligible", LoadPath::ineligible, "cold: this load must not be cached")
+      .finalize();
+  py::native_enum<TierOutcome>(m, "TierOutcome", "enum.Enum", "What one tier answered.")
+      .value("served", TierOutcome::served)
+      .value("missed", TierOutcome::missed)
+      .value("unusable", TierOutcome::unusable)
+      .value("skipped", TierOutcome::skipped)
+      .finalize();
+
+  py::class_<TierAttempt>(m, "TierAttempt", "One tier tried, and its answer in its own words.")
+      .def_readonly("tier", &TierAttempt::tier)
+      .def_readonly("outcome", &TierAttempt::outcome)
+      .def_readonly("reason", &TierAttempt::reason)
+      .def("__repr__", [](const TierAttempt& t) {
+        return "TierAttempt(" + t.tier + ": " + to_string(t.outcome) + ", " +
+               py::repr(py::str(t.reason)).cast<std::string>() + ")";
+      });
+  py::class_<StageTime>(m, "StageTime", "One stage of a load: time, bytes, and its error if it failed.")
+      .def_readonly("stage", &StageTime::stage)
+      .def_readonly("seconds", &StageTime::seconds)
+      .def_readonly("bytes", &StageTime::bytes)
+      .def_readonly("error", &StageTime::error, "'' when the stage finished.")
+      .def("__repr__", [](const StageTime& s) {
+        return "StageTime(" + s.stage + ", " + format_duration(s.seconds) + (s.error.empty() ? "" : ", " + s.error) + ")";
+      });
+  py::class_<LoadReport>(m, "LoadReport",
+                         "What a load did: path and reason, every tier tried, every stage, the publication.")
+      .def_readonly("path", &LoadReport::path)
+      .def_readonly("reason", &LoadReport::reason, "Why this path: the answer of the tier that decided it.")
+      .def_readonly("entry_id", &LoadReport::entry_id)
+      .def_readonly("tiers", &LoadReport::tiers)
+      .def_readonly("stages", &LoadReport::stages)
+      .def_readonly("publish", &LoadReport::publish,
+                    "The publication's outcome when the load waited for it (a CPU load); else None: see "
+                    "LoadedModel.publication.")
+      .def_readonly("bytes_checked", &LoadReport::bytes_checked)
+      .def_readonly("bytes_trusted", &LoadReport::bytes_trusted)
+      .def_readonly("seconds", &LoadReport::seconds)
+      .def("integrity", &LoadReport::integrity, "bytes_checked and bytes_trusted in words.")
+      .def("summary", &LoadReport::summary, "The load's log line.")
+      .def("table", &LoadReport::table, "Stages, times and bytes, one per line.")
+      .def("__str__", &LoadReport::summary)
+      .def("__repr__", &report_repr);
+
+  py::class_<Publication>(m, "Publication", "A cold load's publication, perhaps still running in the background.")
+      .def_property_readonly("started", &Publication::started)
+      .def_property_readonly("pending", &Publication::pending, "Started and not finished.")
+      .def("wait", &Publication::wait, py::call_guard<py::gil_scoped_release>(),
+           "Blocks (without the GIL) until it finished; its outcome (`skipped` when none was started).");
+  m.def("wait_for_publications", &wait_for_publications, py::call_guard<py::gil_scoped_release>(),
+        "Blocks until every background publication of this process has finished (the package does this "
+        "at exit).");
+}
+
+void bind_loading(py::module_& m) {
+  py::class_<LoadedModel>(m, "LoadedModel", "The weights on the plan's device, derived buffers, report, publication.")
+      .def_property_readonly("weights", [](const LoadedModel& l) { return to_dict(l.weights); },
+                             "{name: tensor} on plan.device, after post-load (the same tensors, no copy).")
+      .def_property_readonly("derived", [](const LoadedModel& l) { return to_dict(l.derived); },
+                             "{name: tensor}: the buffers the refresh hooks built.")
+      .def_readonly("report", &LoadedModel::report)
+      .def_readonly("publication", &LoadedModel::publication)
+      .def("__repr__", [](const LoadedModel& l) {
+        return "LoadedModel(" + std::to_string(l.weights.size()) + " tensors, " + report_repr(l.report) + ")";
+      });
+
+  m.def(
+      "load_model",
+      [](Store* store, const LoadPlan& plan) {
+        CallbackErrors scope;
+        Result<LoadedModel> model = Status();
+        {
+          py::gil_scoped_release release;
+          model = load_model(store, plan);
+        }
+        return unwrap(std::move(model));
+      },
+      py::arg("store"), py::arg("plan"),
+      "The C++ load_model: `store` None makes the load ineligible. snapcache.load_model(plan) opens the "
+      "environment's store for you.");
+  m.def(
+      "reload_model",
+      [](Store* store, const LoadPlan& plan, LoadedModel& model) {
+        CallbackErrors scope;
+        Result<LoadReport> report = Status();
+        {
+          py::gil_scoped_release release;
+          report = reload_model(store, plan, model);
+        }
+        return unwrap(std::move(report));
+      },
+      py::arg("store"), py::arg("plan"), py::arg("model"),
+      "Loads again and copies into model's existing tensors in place, then runs the refresh hooks.");
+}
+
+}  // namespace
+
+void bind_load(py::module_& m) {
+  bind_report(m);
+  bind_loading(m);
+}
+
+}  // namespace snapcache::python

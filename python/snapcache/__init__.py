@@ -1,0 +1,85 @@
+"""snapcache: restart PyTorch inference servers fast.
+
+The C++ library, bound (``snapcache._core``): your ordinary loader's TP-local tensors are published
+as a verified on-disk snapshot, and the next process maps it instead of reading the checkpoint.
+Tensors cross between Python and C++ as the same torch tensors, never copied.
+
+    import snapcache
+    plan = snapcache.LoadPlan(checkpoint_files=[path], component="dit", dtype="bfloat16",
+                              source_identity=snapcache.digest_source_files([__file__]),
+                              ordinary_loader=my_loader)           # fn(plan) -> {name: tensor}
+    with torch.device("meta"):
+        model = MyModel(config)
+    loaded = snapcache.load_module(model, plan)                    # binds the tensors, no copy
+    print(loaded.report)                                           # hit/miss/fallback and why
+
+Errors are snapcache.Error subclasses (NotFound, Damaged, Mismatch, NoSpace, ...). The library's
+log lines go to logging.getLogger("snapcache"). See docs/python.md.
+"""
+
+import atexit as _atexit
+import logging as _logging
+import os as _os
+
+import torch  # noqa: F401  (loads libtorch and its Python types before the extension module)
+
+from . import _core
+from ._core import *  # noqa: F401,F403
+from ._core import __version__  # noqa: F401
+from ._modules import load_module, module_layout, reload_module  # noqa: F401
+from ._stores import DEFAULT as _DEFAULT
+from ._stores import default_store  # noqa: F401
+from ._stores import store_for as _store_for
+
+def load_model(plan: _core.LoadPlan, store=_DEFAULT) -> _core.LoadedModel:
+    """Loads `plan` through the tiers: a warm snapshot, else your ordinary loader (and publishes
+    the result). Returns a LoadedModel (weights, derived, report, publication). `store`: default
+    the environment's (default_store()); None: no cache (the load is ineligible). Raises a
+    snapcache.Error subclass when the load itself fails (your loader, a mismatch, a post-load
+    method), never because of the cache: storage problems are fallbacks, named in the report."""
+    return _core.load_model(_store_for(store), plan)
+
+
+def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT) -> _core.LoadReport:
+    """Loads again and copies into `model`'s existing tensors in place (addresses kept), then runs
+    the refresh hooks. Returns the LoadReport."""
+    return _core.reload_model(_store_for(store), plan, model)
+
+
+# --- logging: the library's lines go to the `snapcache` logger -------------------------------
+
+logger = _logging.getLogger("snapcache")
+_LEVELS = {
+    _core.LogLevel.error: _logging.ERROR,
+    _core.LogLevel.warn: _logging.WARNING,
+    _core.LogLevel.info: _logging.INFO,
+    _core.LogLevel.debug: _logging.DEBUG,
+}
+
+
+def _log_sink(level, message):
+    logger.log(_LEVELS.get(level, _logging.INFO), message)
+
+
+def route_logs_to_logging(enabled=True):
+    """Routes the library's log lines to logging.getLogger('snapcache') (the default on import), or
+    back to stderr. Unless SNAPCACHE_LOG is set, the library then produces every level and the
+    logger's configuration decides what is shown (a load logs one line at INFO: hit, miss or
+    fallback, and why; its stage table at DEBUG)."""
+    if enabled:
+        if "SNAPCACHE_LOG" not in _os.environ:
+            _core.set_log_level(_core.LogLevel.debug)
+        _core.set_log_sink(_log_sink)
+    else:
+        _core.set_log_sink(None)
+
+
+route_logs_to_logging()
+
+
+@_atexit.register
+def _at_exit():
+    # Background publications finish while Python can still run the log sink; then the library's
+    # last lines (it waits for publications again at its own exit) go to stderr.
+    _core.wait_for_publications()
+    _core.set_log_sink(None)

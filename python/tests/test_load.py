@@ -1,0 +1,184 @@
+"""load_model and reload_model from Python: cold, warm, reports, callbacks on both paths, the GIL."""
+
+import threading
+import time
+
+import pytest
+import torch
+
+import snapcache
+from conftest import clone_loader
+
+
+def test_cold_then_warm(plan, store, checkpoint):
+    _, tensors = checkpoint
+    cold = snapcache.load_model(plan, store=store)
+    r = cold.report
+    assert r.path is snapcache.LoadPath.miss and "no entry for this key" in r.reason
+    assert [(t.tier, t.outcome) for t in r.tiers] == [("snapshot", snapcache.TierOutcome.missed),
+                                                     ("ordinary", snapcache.TierOutcome.served)]
+    assert r.publish is not None and r.publish.result is snapcache.PublishResult.published  # a CPU load waits
+    assert {s.stage for s in r.stages} >= {"key", "lookup", "ordinary load", "completeness", "post-load", "upload"}
+    assert all(s.error == "" for s in r.stages) and r.seconds > 0 and r.entry_id
+    assert str(r) == r.summary() and "miss" in r.summary() and "ordinary load" in r.table()
+
+    warm = snapcache.load_model(plan, store=store)
+    assert warm.report.path is snapcache.LoadPath.hit and warm.report.entry_id == r.entry_id
+    assert warm.report.tiers[0].outcome is snapcache.TierOutcome.served
+    assert list(warm.weights) == list(cold.weights) and set(warm.weights) == set(tensors)
+    for name, t in tensors.items():
+        assert torch.equal(warm.weights[name], t) and torch.equal(cold.weights[name], t)
+
+
+def test_a_cpu_cold_load_hands_back_the_loaders_own_tensors(plan, store):
+    produced = {}
+
+    def loader(p):
+        produced.update(clone_loader(p))
+        return produced
+
+    plan.ordinary_loader = loader
+    cold = snapcache.load_model(plan, store=store)
+    for name, t in cold.weights.items():
+        assert t.data_ptr() == produced[name].data_ptr()  # no copy either way across the boundary
+
+
+def test_the_loader_gets_the_plan(plan, store):
+    seen = []
+
+    def loader(p):
+        seen.append((p.component, p.topology.tp_rank, list(p.checkpoint_files)))
+        return clone_loader(p)
+
+    plan.ordinary_loader = loader
+    plan.topology = snapcache.Topology(tp_rank=0, tp_size=1)
+    snapcache.load_model(plan, store=store)
+    assert seen == [("tiny", 0, plan.checkpoint_files)]
+
+
+def test_python_post_load_methods_run_on_both_paths_with_identical_results(plan, store):
+    calls = []
+
+    def scale(tensors):
+        calls.append(tensors["norm.weight"].data_ptr())
+        return {"norm.weight": tensors["norm.weight"] * 3}
+
+    plan.post_load = [snapcache.post_load_method(scale, targets=["norm.weight"], writes="new_storages_only")]
+    cold = snapcache.load_model(plan, store=store)
+    warm = snapcache.load_model(plan, store=store)
+    assert len(calls) == 2 and warm.report.path is snapcache.LoadPath.hit
+    assert torch.equal(cold.weights["norm.weight"], warm.weights["norm.weight"])
+    assert warm.weights["norm.weight"].tolist() == [4.5] * 4
+    assert any(s.stage == "post-load" for s in warm.report.stages)
+
+
+def test_a_failing_post_load_method_fails_the_load_with_its_name(plan, store):
+    def broken(tensors):
+        raise ValueError("scale grid 3x3 does not match")
+
+    plan.post_load = [snapcache.post_load_method(broken, name="fp8-check")]
+    with pytest.raises(snapcache.ExceptionRaised, match="post-load method fp8-check: ValueError: scale grid") as raised:
+        snapcache.load_model(plan, store=store)
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_the_precision_policy_is_checked(plan, store):
+    plan.precision = snapcache.PrecisionPolicy("bf16-only", {"": [torch.bfloat16]})
+    with pytest.raises(snapcache.Mismatch, match="tensor 'layer0.(bias|weight)': dtype Float but precision policy 'bf16-only'"):
+        snapcache.load_model(plan, store=store)
+
+
+def test_refresh_hooks_build_derived_buffers_and_reload_keeps_addresses(plan, store, checkpoint):
+    def norms(weights, buffers, device):
+        snapcache.refresh_buffer(buffers, "norm2", weights["norm.weight"] * 2, device)
+
+    plan.refresh_hooks = [norms]
+    model = snapcache.load_model(plan, store=store)
+    buffer = model.derived["norm2"]
+    weight_addresses = {n: t.data_ptr() for n, t in model.weights.items()}
+    assert buffer.tolist() == [3.0] * 4
+
+    path, tensors = checkpoint
+    changed = dict(tensors)
+    changed["norm.weight"] = torch.full((4,), 7.0)
+    snapcache.write_safetensors(path, changed)  # a new identity: a new key, a cold load
+    report = snapcache.reload_model(plan, model, store=store)
+    assert report.path is snapcache.LoadPath.miss
+    assert {n: t.data_ptr() for n, t in model.weights.items()} == weight_addresses
+    assert model.derived["norm2"].data_ptr() == buffer.data_ptr()
+    assert model.weights["norm.weight"].tolist() == [7.0] * 4 and buffer.tolist() == [14.0] * 4
+
+
+def test_ineligible_loads(plan, store):
+    plan.cache = snapcache.CachePolicy.opt_out
+    r = snapcache.load_model(plan, store=store).report
+    assert r.path is snapcache.LoadPath.ineligible and "opted out" in r.reason
+    plan.cache = snapcache.CachePolicy.use
+    plan.ineligible_reason = "fused LoRA adapter"
+    assert snapcache.load_model(plan, store=store).report.reason == "fused LoRA adapter"
+    plan.ineligible_reason = ""
+    r = snapcache.load_model(plan, store=None).report
+    assert r.path is snapcache.LoadPath.ineligible and "no cache store" in r.reason
+
+
+def test_the_default_store_is_the_environments(plan, cache_dir, monkeypatch):
+    monkeypatch.setenv("SNAPCACHE_DIR", str(cache_dir))
+    assert snapcache.load_model(plan).report.path is snapcache.LoadPath.miss
+    assert snapcache.load_model(plan).report.path is snapcache.LoadPath.hit
+    monkeypatch.setenv("SNAPCACHE_DISABLE", "1")
+    assert snapcache.load_model(plan).report.path is snapcache.LoadPath.ineligible
+
+
+def test_an_unusable_cache_is_a_fallback_never_an_error(plan, tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "file").write_text("x")
+    s = snapcache.Store.open_for_loading(snapcache.Config(directory=foreign))
+    r = snapcache.load_model(plan, store=s).report
+    assert r.path is snapcache.LoadPath.fallback and "foreign" in r.reason
+
+
+def test_a_background_publication_can_be_waited_for(plan, store):
+    plan.device = "cpu"
+    model = snapcache.load_model(plan, store=store)
+    # A CPU load waits for its publication itself; the handle then has nothing pending.
+    assert not model.publication.pending
+    snapcache.wait_for_publications()
+
+
+def test_the_gil_is_released_while_the_library_loads(tmp_path, store):
+    # 256 MiB to publish and hash: long enough that a thread holding the GIL would starve the other.
+    big = {f"w{i}": torch.full((16, 1 << 20), float(i)) for i in range(4)}
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"identity only")
+    plan = snapcache.LoadPlan(checkpoint_files=[path], component="big", source_identity="gil", dtype="float32",
+                              expected=snapcache.expected_layout_of(big), ordinary_loader=lambda p: big)
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    loading = {}
+
+    def load():
+        started = time.perf_counter()
+        loading["report"] = snapcache.load_model(plan, store=store).report
+        loading["span"] = (started, time.perf_counter())
+        done.set()
+
+    counter = threading.Thread(target=count)
+    loader = threading.Thread(target=load)
+    counter.start()
+    loader.start()
+    loader.join(120)
+    counter.join(5)
+    start, end = loading["span"]
+    assert loading["report"].publish.result is snapcache.PublishResult.published
+    during = [t for t in ticks if start < t < end]
+    # The other thread kept running: no gap of more than a fraction of the load.
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    assert end - start > 0.05 and len(during) > 10
+    assert max(gaps) < max(0.05, (end - start) / 3)

@@ -1,0 +1,168 @@
+"""LoadPlan and what it carries: loader, post-load methods, precision, refresh hooks, tiers,
+uploaders."""
+
+import copy
+
+import pytest
+import torch
+
+import snapcache
+
+
+def test_plan_attributes_and_conversions(tmp_path):
+    def loader(plan):
+        return {}
+
+    plan = snapcache.LoadPlan(checkpoint_files=tmp_path / "a.safetensors", component="dit", dtype=torch.bfloat16,
+                              topology=snapcache.Topology(tp_rank=1, tp_size=4), options={"attention": "fused"},
+                              device="cpu", ordinary_loader=loader, cache=snapcache.CachePolicy.opt_out,
+                              ineligible_reason="", publish_in_background=False, hash_checkpoint_contents=True)
+    assert plan.checkpoint_files == [str(tmp_path / "a.safetensors")]
+    assert plan.dtype == "bfloat16" and plan.device == torch.device("cpu")
+    assert plan.topology.tp_size == 4 and plan.options == {"attention": "fused"}
+    assert plan.ordinary_loader is loader
+    assert plan.cache is snapcache.CachePolicy.opt_out and not plan.publish_in_background
+    plan.ordinary_loader = None
+    assert plan.ordinary_loader is None
+    with pytest.raises(TypeError):
+        plan.ordinary_loader = 3
+    with pytest.raises(TypeError, match="unexpected keyword argument 'checkpoint'"):
+        snapcache.LoadPlan(checkpoint="x")
+    twin = copy.copy(plan)
+    twin.component = "vae"
+    assert plan.component == "dit"
+
+
+def test_tiers_by_object_name_or_string():
+    plan = snapcache.LoadPlan()
+    assert plan.tiers == []
+    plan.tiers = "donor, snapshot,ordinary"
+    assert [t.name() for t in plan.tiers] == ["donor", "snapshot", "ordinary"]
+    plan.tiers = [snapcache.donor_tier(required=True, timeout=0.5), "snapshot", snapcache.ordinary_tier()]
+    assert [t.name() for t in plan.tiers] == ["donor", "snapshot", "ordinary"]
+    assert [t.name() for t in snapcache.default_tiers()] == ["snapshot", "ordinary"]
+    with pytest.raises(snapcache.InvalidArgument, match="unknown tier 'disk'"):
+        plan.tiers = "disk"
+
+
+def test_uploaders():
+    assert snapcache.per_storage_uploader().name() != ""
+    staged = snapcache.staged_uploader(pinned_bytes=64 << 20, threads=2)
+    plan = snapcache.LoadPlan(uploader=staged)
+    assert plan.uploader.name() == staged.name()
+
+
+def test_precision_policy_forms():
+    rules = {".weight_scale": [torch.float32], "proj.weight": torch.int8, "": ["bfloat16", torch.float32]}
+    policy = snapcache.PrecisionPolicy("w8", rules)
+    assert [r.suffix for r in policy.rules] == [".weight_scale", "proj.weight", ""]
+    assert policy.rules[2].allowed == [torch.bfloat16, torch.float32]
+    same = snapcache.PrecisionPolicy(name="w8", rules=[(".weight_scale", [torch.float32]),
+                                                        snapcache.PrecisionRule("proj.weight", [torch.int8])])
+    assert same.rules[1].allowed == [torch.int8]
+    snapcache.validate_precision({"a.proj.weight": torch.zeros(2, dtype=torch.int8)}, policy)
+    with pytest.raises(snapcache.Mismatch, match="a.proj.weight"):
+        snapcache.validate_precision({"a.proj.weight": torch.zeros(2)}, policy)
+
+
+def test_builtin_int8_row_scale():
+    method = snapcache.int8_row_scale(snapcache.WeightLayout.column_major)
+    assert isinstance(method, snapcache.PostLoadMethod) and method.name()
+    w = torch.randint(-100, 100, (4, 8), dtype=torch.int8)
+    s = torch.rand(4, 1)
+    tensors = {"l.weight": w, "l.weight_scale": s}
+    assert sorted(method.targets(tensors)) == ["l.weight", "l.weight_scale"]
+    out = method.apply(tensors)
+    assert out["l.weight_scale"].shape == (4,)
+    assert torch.equal(out["l.weight"], w) and out["l.weight"].stride() == (1, 4)
+    assert tensors["l.weight_scale"].shape == (4, 1)  # the input dict is unchanged
+
+
+def test_builtin_fp8_and_layout_reject_what_they_cannot_convert():
+    with pytest.raises(snapcache.Error, match="l.weight"):
+        snapcache.layout([".weight"], snapcache.WeightLayout.column_major).apply({"l.weight": torch.zeros(2, 2)})
+    fp8 = snapcache.fp8_block_scale()
+    w = torch.zeros(256, 256).to(torch.float8_e4m3fn)
+    out = fp8.apply({"f.weight": w, "f.weight_scale": torch.ones(2, 2)})
+    assert out["f.weight_scale"].stride() == (1, 2)
+    with pytest.raises(snapcache.Error, match="f.weight"):
+        fp8.apply({"f.weight": w, "f.weight_scale": torch.ones(3, 2)})
+
+
+class Doubler(snapcache.PostLoadMethod):
+    """A Python post-load method: doubles the tensors whose names end with '.weight'."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def name(self):
+        return "doubler"
+
+    def targets(self, tensors):
+        return [n for n in tensors if n.endswith(".weight")]
+
+    def apply(self, tensors):
+        self.calls += 1
+        return {n: tensors[n] * 2 for n in self.targets(tensors)}
+
+    def writes(self):
+        return snapcache.PostLoadWrites.new_storages_only
+
+    def version(self):
+        return "2"
+
+
+def test_a_python_subclass_is_a_post_load_method():
+    d = Doubler()
+    assert isinstance(d, snapcache.PostLoadMethod) and d.name() == "doubler"
+    out = d.apply({"a.weight": torch.ones(2), "a.bias": torch.ones(2)})  # the subclass's own method
+    assert list(out) == ["a.weight"] and out["a.weight"].tolist() == [2, 2]
+    assert d.writes() is snapcache.PostLoadWrites.new_storages_only and d.version() == "2"
+    plan = snapcache.LoadPlan(post_load=[d, snapcache.int8_row_scale()])
+    assert plan.post_load[0] is d  # the same Python object comes back
+
+
+def test_a_subclass_outlives_the_python_reference():
+    plan = snapcache.LoadPlan(post_load=[Doubler()])
+    import gc
+
+    gc.collect()
+    assert plan.post_load[0].name() == "doubler"
+
+
+def test_callables_as_post_load_methods():
+    def halve(tensors):
+        tensors["x"] = tensors["x"] / 2
+
+    method = snapcache.post_load_method(halve, targets=["x"], writes="new_storages_only", version="1")
+    assert method.name() == "halve" and method.targets({"x": torch.ones(1), "y": torch.ones(1)}) == ["x"]
+    assert method.apply({"x": torch.ones(1)})["x"].item() == 0.5
+    plan = snapcache.LoadPlan(post_load=[halve])
+    assert plan.post_load[0].name() == "halve"
+    assert plan.post_load[0].writes() is snapcache.PostLoadWrites.may_write_in_place
+    with pytest.raises(TypeError):
+        snapcache.LoadPlan(post_load=[42])
+
+
+def test_refresh_hooks_and_refresh_buffer():
+    def norms(weights, buffers, device):
+        snapcache.refresh_buffer(buffers, "norms", weights["n"] * 2, device)
+
+    plan = snapcache.LoadPlan(refresh_hooks=[norms, ("other", norms), snapcache.RefreshHook("third", norms)])
+    assert [h.name for h in plan.refresh_hooks] == ["norms", "other", "third"]
+    assert plan.refresh_hooks[0].fn is norms
+    buffers = {}
+    norms({"n": torch.ones(3)}, buffers, torch.device("cpu"))
+    first = buffers["norms"]
+    norms({"n": torch.full((3,), 5.0)}, buffers, "cpu")
+    assert buffers["norms"] is first or buffers["norms"].data_ptr() == first.data_ptr()
+    assert first.tolist() == [10, 10, 10]
+    with pytest.raises(snapcache.Mismatch, match="norms"):
+        snapcache.refresh_buffer(buffers, "norms", torch.ones(4), "cpu")
+
+
+def test_key_for_plan(store, plan):
+    key = snapcache.key_for_plan(store, plan)
+    assert key.component == "tiny" and key.dtype == "float32" and key.source_identity == "tests-v1"
+    assert key.checkpoint[0].path == plan.checkpoint_files[0]
