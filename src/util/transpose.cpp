@@ -1,8 +1,6 @@
 #include "util/transpose.h"
 
 #include <algorithm>
-#include <array>
-#include <cstdint>
 #include <cstring>
 
 #include "util/parallel.h"
@@ -67,23 +65,23 @@ void block_u16(const unsigned char* s, std::size_t ss, unsigned char* d, std::si
   }
 }
 
-// Rows [r0, r1) of a tile of columns [cb, ce): register blocks where whole, element by element at
-// the edges.
-template <class T>
-void transpose_tile_simd(const T* src, T* dst, std::size_t rows, std::size_t cols, std::size_t r0, std::size_t r1,
-                         std::size_t cb, std::size_t ce) {
-  constexpr std::size_t kBlock = 16 / sizeof(T);
+// Rows [r0, r1) of a tile of columns [cb, ce) of N-byte elements: register blocks where whole,
+// element by element at the edges.
+template <std::size_t N>
+void transpose_tile_simd(const unsigned char* src, unsigned char* dst, std::size_t rows, std::size_t cols,
+                         std::size_t r0, std::size_t r1, std::size_t cb, std::size_t ce) {
+  constexpr std::size_t kBlock = 16 / N;
   auto scalar = [&](std::size_t ra, std::size_t rz, std::size_t ca, std::size_t cz) {
     for (std::size_t r = ra; r < rz; ++r)
-      for (std::size_t c = ca; c < cz; ++c) dst[c * rows + r] = src[r * cols + c];
+      for (std::size_t c = ca; c < cz; ++c) std::memcpy(dst + (c * rows + r) * N, src + (r * cols + c) * N, N);
   };
   std::size_t rb = r0;
   for (; rb + kBlock <= r1; rb += kBlock) {
     std::size_t c = cb;
     for (; c + kBlock <= ce; c += kBlock) {
-      const auto* s = reinterpret_cast<const unsigned char*>(src + rb * cols + c);
-      auto* d = reinterpret_cast<unsigned char*>(dst + c * rows + rb);
-      if constexpr (sizeof(T) == 1) block_u8(s, cols, d, rows);
+      const unsigned char* s = src + (rb * cols + c) * N;
+      unsigned char* d = dst + (c * rows + rb) * N;
+      if constexpr (N == 1) block_u8(s, cols, d, rows);
       else block_u16(s, cols * 2, d, rows * 2);
     }
     scalar(rb, rb + kBlock, c, ce);
@@ -92,49 +90,50 @@ void transpose_tile_simd(const T* src, T* dst, std::size_t rows, std::size_t col
 }
 #endif
 
-template <std::size_t N>
-struct Element {
-  std::array<unsigned char, N> bytes;
-};
-
 // A tile is read row by row (each source row's slice once, whole cache lines) into a small buffer
 // that stays in L1, then written column by column (each destination slice once, whole lines).
 // Touching each line once matters: rows of a power-of-two width map to the same cache sets, so a
 // direct strided copy evicts lines before it has used them up.
-template <class T>
+template <std::size_t N>
 constexpr std::size_t tile_for() {
-  return sizeof(T) <= 4 ? 64 : 32;  // a buffer of at most 16 KiB
+  return N <= 4 ? 64 : 32;  // a buffer of at most 16 KiB
 }
 
-template <class T>
-void transpose_rows(const T* src, T* dst, std::size_t rows, std::size_t cols, std::size_t r0, std::size_t r1) {
-  constexpr std::size_t kTile = tile_for<T>();
+// Elements are N raw bytes, moved by fixed-size memcpy (one load and one store once compiled), never
+// through a typed pointer: src and dst need no alignment. The upload engine transposes into byte
+// offsets of one staging buffer shared by matrices of different element sizes, so a 2-byte matrix
+// may start at an odd address there.
+template <std::size_t N>
+void transpose_rows(const unsigned char* src, unsigned char* dst, std::size_t rows, std::size_t cols, std::size_t r0,
+                    std::size_t r1) {
+  constexpr std::size_t kTile = tile_for<N>();
 #if defined(__SSE2__)
-  if constexpr (sizeof(T) <= 2) {  // 64x64 tiles (a few KiB of each side stay in L1), in register blocks
-    for (std::size_t cb = 0; cb < cols; cb += kTile) transpose_tile_simd(src, dst, rows, cols, r0, r1, cb, std::min(cols, cb + kTile));
+  if constexpr (N <= 2) {  // 64x64 tiles (a few KiB of each side stay in L1), in register blocks
+    for (std::size_t cb = 0; cb < cols; cb += kTile)
+      transpose_tile_simd<N>(src, dst, rows, cols, r0, r1, cb, std::min(cols, cb + kTile));
     return;
   }
 #endif
-  T buffer[kTile][kTile];  // buffer[c - cb][r - r0]
+  unsigned char buffer[kTile][kTile * N];  // element (r, c) of the tile at buffer[c - cb][(r - r0) * N]
   const std::size_t height = r1 - r0;
   for (std::size_t cb = 0; cb < cols; cb += kTile) {
     const std::size_t width = std::min(kTile, cols - cb);
     for (std::size_t r = 0; r < height; ++r) {
-      const T* row = src + (r0 + r) * cols + cb;
-      for (std::size_t c = 0; c < width; ++c) buffer[c][r] = row[c];
+      const unsigned char* row = src + ((r0 + r) * cols + cb) * N;
+      for (std::size_t c = 0; c < width; ++c) std::memcpy(&buffer[c][r * N], row + c * N, N);
     }
-    for (std::size_t c = 0; c < width; ++c) std::memcpy(dst + (cb + c) * rows + r0, buffer[c], height * sizeof(T));
+    for (std::size_t c = 0; c < width; ++c) std::memcpy(dst + ((cb + c) * rows + r0) * N, buffer[c], height * N);
   }
 }
 
-template <class T>
-void transpose_typed(const void* src, void* dst, std::size_t rows, std::size_t cols, std::size_t threads) {
-  const auto* s = static_cast<const T*>(src);
-  auto* d = static_cast<T*>(dst);
-  constexpr std::size_t kTile = tile_for<T>();
+template <std::size_t N>
+void transpose_sized(const void* src, void* dst, std::size_t rows, std::size_t cols, std::size_t threads) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  constexpr std::size_t kTile = tile_for<N>();
   const std::size_t blocks = (rows + kTile - 1) / kTile;
   (void)parallel_for(blocks, threads, [&](std::size_t b) {
-    transpose_rows(s, d, rows, cols, b * kTile, std::min(rows, (b + 1) * kTile));
+    transpose_rows<N>(s, d, rows, cols, b * kTile, std::min(rows, (b + 1) * kTile));
     return Status::ok();
   });
 }
@@ -145,11 +144,11 @@ void transpose(const void* src, void* dst, std::size_t rows, std::size_t cols, s
                std::size_t threads) {
   if (rows == 0 || cols == 0) return;
   switch (element_size) {
-    case 1: return transpose_typed<std::uint8_t>(src, dst, rows, cols, threads);
-    case 2: return transpose_typed<std::uint16_t>(src, dst, rows, cols, threads);
-    case 4: return transpose_typed<std::uint32_t>(src, dst, rows, cols, threads);
-    case 8: return transpose_typed<std::uint64_t>(src, dst, rows, cols, threads);
-    case 16: return transpose_typed<Element<16>>(src, dst, rows, cols, threads);
+    case 1: return transpose_sized<1>(src, dst, rows, cols, threads);
+    case 2: return transpose_sized<2>(src, dst, rows, cols, threads);
+    case 4: return transpose_sized<4>(src, dst, rows, cols, threads);
+    case 8: return transpose_sized<8>(src, dst, rows, cols, threads);
+    case 16: return transpose_sized<16>(src, dst, rows, cols, threads);
     default: break;
   }
   // Any other size: element by element, bytes at a time (not a case the post-load methods have).

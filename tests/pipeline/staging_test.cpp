@@ -4,13 +4,16 @@
 // layout conversions pending exactly as it does for the CUDA engine, so these tests prove the
 // deferral, the staged transposes and the byte-for-byte check without a GPU; the GPU tests run
 // the same loads through the real engine.
+#include <ATen/Context.h>
 #include <ATen/Functions.h>
 
 #include <array>
 #include <cstring>
 
 #include "demo_fixture.h"
+#include "gpu/pinned_pool.h"
 #include "gpu/staging.h"
+#include "snapcache/gpu_upload.h"
 #include "snapcache/maintenance.h"
 #include "util/fault_injection.h"
 #include "util/hash.h"
@@ -403,4 +406,31 @@ TEST_CASE("a CPU load that hands out the published host tensors returns after th
   CHECK_FALSE(cold->publication.started());
   REQUIRE(cold->report.publish.has_value());
   CHECK(cold->report.publish->result == PublishResult::published);
+}
+
+TEST_CASE("without a CUDA device the engine copies plainly on the CPU and its CUDA calls fail with the reason",
+          "[staging]") {
+  const NamedTensors host = test::odd_matrices();
+  auto storages = describe_host_storages(host);
+  REQUIRE(storages.is_ok());
+  auto engine = staged_uploader();
+  // On the CPU the engine is the plain copy.
+  auto on_cpu = engine->upload(host, *storages, c10::Device(c10::kCPU));
+  REQUIRE(on_cpu.is_ok());
+  REQUIRE(on_cpu->size() == host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical((*on_cpu)[i].second, host[i].second));
+  // Pending conversions are the engine's to write only on a CUDA device.
+  auto pending = engine->upload(host, test::pending_transposes(host, {}), c10::Device(c10::kCPU));
+  REQUIRE_FALSE(pending.is_ok());
+  CHECK(pending.status().code() == StatusCode::invalid_argument);
+
+  if (at::hasCUDA()) return;  // the GPU tests run the engine on the device
+  // No device: the device allocation fails, and pinning fails, each with CUDA's reason.
+  auto on_cuda = engine->upload(host, *storages, c10::Device(c10::kCUDA, 0));
+  REQUIRE_FALSE(on_cuda.is_ok());
+  CHECK(on_cuda.status().message().find("device allocation of") != std::string::npos);
+  auto buffer = gpu::PinnedPool::shared(2 << 20, 1 << 20)->take();
+  REQUIRE_FALSE(buffer.is_ok());
+  CHECK(buffer.status().code() == StatusCode::no_space);
+  CHECK(buffer.status().message().find("pinning a 1048576-byte staging buffer failed") != std::string::npos);
 }
