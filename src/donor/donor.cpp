@@ -128,6 +128,10 @@ struct Donor::Impl {
   void handle(ipc::Connection connection) {
     auto peer = connection.peer();
     const pid_t pid = peer ? peer->pid : 0;
+    // A peer that sends a request and never reads the answer (a layout can be megabytes) must not
+    // stop the donor answering everyone else.
+    if (Status limited = connection.limit_send_time(kRequestTimeout); !limited)
+      return log(LogLevel::warn, "donor: " + limited.to_string());
     auto message = connection.receive(kRequestTimeout);
     if (!message) return log(LogLevel::debug, "donor: a connection without a request: " + message.status().to_string());
     auto request = donor::parse_message(message->body);

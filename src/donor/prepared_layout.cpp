@@ -62,15 +62,23 @@ Status check_bounds(const PreparedLayout& layout, std::uint64_t mapped_bytes) {
     const std::uint32_t size = element_size(r.dtype);
     if (r.storage >= layout.storages.size() || size == 0 || r.sizes.size() != r.strides.size() || r.storage_offset < 0)
       return Status(StatusCode::mismatch, fmt::format("tensor '{}' has a malformed record", r.name));
-    // The last element any index reaches, in elements from the storage's start; an empty tensor reaches none.
+    // The last element any index reaches, in elements from the storage's start; an empty tensor
+    // reaches none. Checked arithmetic: a description whose sizes wrap around must not pass.
     std::uint64_t last = static_cast<std::uint64_t>(r.storage_offset);
-    bool empty = false;
+    bool empty = false, overflow = false;
     for (std::size_t d = 0; d < r.sizes.size(); ++d) {
       if (r.sizes[d] < 0 || r.strides[d] < 0) return Status(StatusCode::mismatch, fmt::format("tensor '{}' has a negative size or stride", r.name));
-      if (r.sizes[d] == 0) empty = true;
-      else last += static_cast<std::uint64_t>(r.sizes[d] - 1) * static_cast<std::uint64_t>(r.strides[d]);
+      if (r.sizes[d] == 0) {
+        empty = true;
+        continue;
+      }
+      std::uint64_t reach = 0;
+      overflow |= __builtin_mul_overflow(static_cast<std::uint64_t>(r.sizes[d] - 1), static_cast<std::uint64_t>(r.strides[d]), &reach);
+      overflow |= __builtin_add_overflow(last, reach, &last);
     }
-    if (!empty && (last + 1) * size > layout.storages[r.storage].nbytes)
+    std::uint64_t end = 0;
+    overflow |= __builtin_add_overflow(last, 1, &end) || __builtin_mul_overflow(end, std::uint64_t{size}, &end);
+    if (!empty && (overflow || end > layout.storages[r.storage].nbytes))
       return Status(StatusCode::mismatch, fmt::format("tensor '{}' reaches past the end of its storage", r.name));
   }
   return Status::ok();

@@ -374,6 +374,11 @@ Status Connection::send(const std::string& body, const std::vector<int>& fds) {
   return Status::ok();
 }
 
+Status Connection::limit_send_time(Timeout timeout) {
+  if (!fd_.valid()) return connection_closed();
+  return set_send_timeout(fd_.get(), std::max(timeout, Timeout(1)));
+}
+
 Result<Message> Connection::receive(Timeout timeout) {
   if (!fd_.valid()) return connection_closed();
   const Deadline deadline(timeout);

@@ -44,6 +44,9 @@ class Connection {
   explicit Connection(UniqueFd fd) : fd_(std::move(fd)) {}
   // Sends the body and the descriptors as one message (the descriptors ride on its first bytes).
   Status send(const std::string& body, const std::vector<int>& fds = {});
+  // From now on send() fails instead of waiting longer than `timeout` for a peer that does not
+  // read (a server answering one client at a time must not hang on it).
+  Status limit_send_time(Timeout timeout);
   // Waits up to `timeout` for a whole message. The peer closing the socket is not_found ("the
   // peer closed the connection"); a timeout is busy; a frame over the limits is invalid_argument.
   Result<Message> receive(Timeout timeout);

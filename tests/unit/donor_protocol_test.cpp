@@ -86,6 +86,12 @@ TEST_CASE("a layout that reaches outside its memory is refused before anything i
   donor::PreparedLayout outside = layout;
   outside.storages[0].nbytes = layout.bytes + 1;
   CHECK(!donor::check_bounds(outside, outside.bytes).is_ok());
+  donor::PreparedLayout wrapping = layout;  // 2^62 + 1 floats end at byte 2^64 + 4, which wraps to 4
+  wrapping.tensors[0].record.sizes = {(std::int64_t{1} << 62) + 1, 1};
+  wrapping.tensors[0].record.strides = {1, 1};
+  st = donor::check_bounds(wrapping, wrapping.bytes);
+  CHECK(st.code() == StatusCode::mismatch);
+  CHECK(st.message().find("embed.weight") != std::string::npos);
   donor::PreparedLayout bad_index = layout;
   bad_index.tensors[0].record.storage = 99;
   CHECK(!donor::check_bounds(bad_index, bad_index.bytes).is_ok());

@@ -617,3 +617,14 @@ TEST_CASE("peers of another user are refused at both ends", "[ipc][process][root
     CHECK(contains(client.status().message(), "(pid " + std::to_string(donor.pid()) + ") runs as uid 65534"));
   }
 }
+
+TEST_CASE("a send to a peer that never reads gives up after the limit set for it", "[ipc]") {
+  auto [a, b] = connected_pair();
+  REQUIRE(a.limit_send_time(100ms).is_ok());
+  const std::string big(8u << 20, 'x');  // far more than the socket buffers hold
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = a.send(big);
+  CHECK(!st.is_ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  (void)b;
+}
