@@ -20,8 +20,11 @@ std::shared_ptr<RankGroup> backend_exchange(c10::intrusive_ptr<c10d::Backend> ba
 // Each rank sets its message under a key of its own and waits for every other rank's. After a
 // timed-out wait the store's connection is out of step (the server still owes it an answer), so
 // `fresh_store` makes another connection to the same store to name the ranks that did not answer.
+// `serves_store`: this process hosts the store, so it waits for every rank to read the last
+// exchange before the group goes away.
 std::shared_ptr<RankGroup> store_exchange(c10::intrusive_ptr<c10d::Store> store,
                                           std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store, int rank,
-                                          int size, std::string description, RankGroupOptions options);
+                                          int size, bool serves_store, std::string description,
+                                          RankGroupOptions options);
 
 }  // namespace snapcache::distributed

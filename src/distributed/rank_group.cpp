@@ -90,7 +90,7 @@ Result<std::shared_ptr<RankGroup>> rank_group_from_environment(GroupTransport tr
       client.timeout = std::chrono::seconds(2);
       return c10::make_intrusive<c10d::PrefixStore>(prefix, c10::make_intrusive<c10d::TCPStore>(host, client));
     };
-    return distributed::store_exchange(store, fresh_store, env->rank, env->world_size,
+    return distributed::store_exchange(store, fresh_store, env->rank, env->world_size, store_options.isServer,
                                        fmt::format("c10d TCPStore group from the environment ({} ranks, store {})",
                                                    env->world_size, where),
                                        options);

@@ -2,6 +2,8 @@
 // message, waits (with the timeout) until every rank's is there, and reads them all. A rank that
 // died never sets its key, so the others time out naming it instead of waiting for ever.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "distributed/exchange.h"
 #include "torch/exceptions.h"
@@ -10,16 +12,32 @@
 namespace snapcache::distributed {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 class StoreExchange final : public RankGroup {
  public:
   StoreExchange(c10::intrusive_ptr<c10d::Store> store, std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store,
-                int rank, int size, std::string description, RankGroupOptions options)
+                int rank, int size, bool serves_store, std::string description, RankGroupOptions options)
       : store_(std::move(store)),
         fresh_store_(std::move(fresh_store)),
         rank_(rank),
         size_(size),
+        serves_store_(serves_store),
         description_(std::move(description)),
         options_(options) {}
+
+  // The rank that serves the store takes it down with it: it first waits (a bounded while) until
+  // every rank has read the last exchange, which it may not have when this rank is done with it.
+  ~StoreExchange() override {
+    if (!serves_store_ || next_round_ == 0 || !broken_.empty()) return;
+    const std::string done = fmt::format("{}/read", next_round_ - 1);
+    const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(10));
+    while (Clock::now() < deadline) {
+      auto read = guarded([&]() -> Result<std::int64_t> { return store_->add(done, 0); });
+      if (!read || *read >= size_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -52,9 +70,14 @@ class StoreExchange final : public RankGroup {
       }
       std::vector<std::string> out;
       for (const auto& bytes : store_->multiGet(keys)) out.emplace_back(bytes.begin(), bytes.end());
+      // Counted for the rank that serves the store, so it does not leave before everyone has read.
+      store_->add(fmt::format("{}/read", round), 1);
       // A key only every rank has read can go: this rank is past round-1's wait, and so is every
       // rank that set round's key. Deleting our own key of two rounds ago keeps the store small.
-      if (round >= 2) (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
+      if (round >= 2) {
+        (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
+        if (rank_ == 0) (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/read", round - 2)); });
+      }
       return out;
     });
     if (!result) {
@@ -81,6 +104,7 @@ class StoreExchange final : public RankGroup {
   std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store_;
   int rank_;
   int size_;
+  bool serves_store_;
   std::string description_;
   RankGroupOptions options_;
   std::uint64_t next_round_ = 0;
@@ -91,9 +115,10 @@ class StoreExchange final : public RankGroup {
 
 std::shared_ptr<RankGroup> store_exchange(c10::intrusive_ptr<c10d::Store> store,
                                           std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store, int rank,
-                                          int size, std::string description, RankGroupOptions options) {
-  return std::make_shared<StoreExchange>(std::move(store), std::move(fresh_store), rank, size, std::move(description),
-                                         options);
+                                          int size, bool serves_store, std::string description,
+                                          RankGroupOptions options) {
+  return std::make_shared<StoreExchange>(std::move(store), std::move(fresh_store), rank, size, serves_store,
+                                         std::move(description), options);
 }
 
 }  // namespace snapcache::distributed
