@@ -18,16 +18,16 @@ TEST_CASE("two ranks on two GPUs agree through NCCL", "[gpu][group][multi-gpu]")
   auto cold = f.run();
   require_all(cold, "path", "miss");
   require_all(cold, "tier", "ordinary");
-  REQUIRE_THAT(cold[0]["decision"], Catch::Matchers::Contains("snapshot missed on all 2 ranks"));
-  REQUIRE_THAT(cold[0]["publication"], Catch::Matchers::Contains("published on ranks 0-1"));
+  REQUIRE_TEXT(cold[0]["decision"], contains, "snapshot missed on all 2 ranks");
+  REQUIRE_TEXT(cold[0]["publication"], contains, "published on ranks 0-1");
 
   const EntryInfo damaged = f.entry_of(1);
   flip_byte(damaged.path + "/" + damaged.manifest->files[0].name, 4096 + 17);
   auto after = f.run();
   require_all(after, "path", "fallback");
   require_same_on_every_rank(after, "decision");
-  REQUIRE_THAT(after[0]["decision"], Catch::Matchers::StartsWith("rank 1: snapshot unusable ("));
-  REQUIRE_THAT(after[0]["decision"], Catch::Matchers::EndsWith("the group took the ordinary tier"));
+  REQUIRE_TEXT(after[0]["decision"], starts_with, "rank 1: snapshot unusable (");
+  REQUIRE_TEXT(after[0]["decision"], ends_with, "the group took the ordinary tier");
   REQUIRE(fingerprints(after) == fingerprints(cold));
 
   auto warm = f.run();

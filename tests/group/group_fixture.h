@@ -20,6 +20,18 @@
 
 namespace snapcache::test {
 
+// Text checks that read the same in Catch2 v2 and v3 (whose matchers differ), with the text shown.
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+inline bool starts_with(const std::string& text, const std::string& part) { return text.rfind(part, 0) == 0; }
+inline bool ends_with(const std::string& text, const std::string& part) {
+  return text.size() >= part.size() && text.compare(text.size() - part.size(), part.size(), part) == 0;
+}
+#define REQUIRE_TEXT(text, how, part) \
+  do {                                \
+    INFO("text: " << (text));         \
+    REQUIRE(how((text), (part)));     \
+  } while (false)
+
 // A TCP port nobody listens on now (the kernel's choice).
 inline std::string free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -25,8 +25,8 @@ TEST_CASE("group: eight ranks miss together, publish, then hit together with the
   require_all(cold, "path", "miss");
   require_all(cold, "tier", "ordinary");
   require_same_on_every_rank(cold, "decision");
-  REQUIRE_THAT(cold[0]["decision"], Catch::Matchers::Contains("snapshot missed on all 8 ranks"));
-  REQUIRE_THAT(cold[0]["publication"], Catch::Matchers::Contains("published on ranks 0-7"));
+  REQUIRE_TEXT(cold[0]["decision"], contains, "snapshot missed on all 8 ranks");
+  REQUIRE_TEXT(cold[0]["publication"], contains, "published on ranks 0-7");
   require_same_on_every_rank(cold, "publication");
   // Eight shards, eight entries, each sound.
   auto entries = list_entries(*f.store());
@@ -58,11 +58,11 @@ TEST_CASE("group: a damaged entry on one rank takes every rank to the ordinary p
   require_same_on_every_rank(after, "reason");
   const std::string& decision = after[0]["decision"];
   INFO(decision);
-  REQUIRE_THAT(decision, Catch::Matchers::StartsWith("rank 3: snapshot unusable ("));
-  REQUIRE_THAT(decision, Catch::Matchers::Contains("snapshot served on ranks 0-2, 4-7"));
-  REQUIRE_THAT(decision, Catch::Matchers::EndsWith("the group took the ordinary tier"));
+  REQUIRE_TEXT(decision, starts_with, "rank 3: snapshot unusable (");
+  REQUIRE_TEXT(decision, contains, "snapshot served on ranks 0-2, 4-7");
+  REQUIRE_TEXT(decision, ends_with, "the group took the ordinary tier");
   // Only the rank that lost its entry published it again; the others kept theirs.
-  REQUIRE_THAT(after[0]["publication"], Catch::Matchers::Contains("published on rank 3"));
+  REQUIRE_TEXT(after[0]["publication"], contains, "published on rank 3");
   REQUIRE(fingerprints(after) == fingerprints(cold));
 
   auto again = f.run();
@@ -78,15 +78,15 @@ TEST_CASE("group: a rank whose publication fails is named, and the next load tak
   require_same_on_every_rank(cold, "publication");
   const std::string& publication = cold[0]["publication"];
   INFO(publication);
-  REQUIRE_THAT(publication, Catch::Matchers::StartsWith("not kept on every rank: rank 5 failed ("));
-  REQUIRE_THAT(publication, Catch::Matchers::Contains("published on ranks 0-4, 6-7"));
-  REQUIRE_THAT(publication, Catch::Matchers::Contains("the group's next load takes the ordinary path again"));
+  REQUIRE_TEXT(publication, starts_with, "not kept on every rank: rank 5 failed (");
+  REQUIRE_TEXT(publication, contains, "published on ranks 0-4, 6-7");
+  REQUIRE_TEXT(publication, contains, "the group's next load takes the ordinary path again");
 
   auto next = f.run();
   require_all(next, "path", "miss");
   require_all(next, "tier", "ordinary");
-  REQUIRE_THAT(next[0]["decision"], Catch::Matchers::StartsWith("rank 5: snapshot missed"));
-  REQUIRE_THAT(next[0]["publication"], Catch::Matchers::Contains("published on rank 5"));
+  REQUIRE_TEXT(next[0]["decision"], starts_with, "rank 5: snapshot missed");
+  REQUIRE_TEXT(next[0]["publication"], contains, "published on rank 5");
   REQUIRE(fingerprints(next) == fingerprints(cold));
 
   auto warm = f.run();
@@ -103,7 +103,7 @@ TEST_CASE("group: a rank that dies mid-load makes the others fail with its name,
   // Every other rank fails. Rank 0 serves the group's store, so it names the missing rank; a rank
   // still waiting when rank 0 has given up and exited finds the store gone, and says so.
   REQUIRE(results[0].exit_code == 1);
-  REQUIRE_THAT(results[0]["error"], Catch::Matchers::Contains("rank 6 did not answer within 4000 ms"));
+  REQUIRE_TEXT(results[0]["error"], contains, "rank 6 did not answer within 4000 ms");
   for (int r = 1; r < kRanks; ++r) {
     if (r == 6) continue;
     INFO("rank " << r << ": " << results[r]["error"]);
