@@ -133,6 +133,9 @@ if(NOT Torch_VERSION VERSION_EQUAL SNAPCACHE_TORCH_VERSION AND NOT SNAPCACHE_ALL
   message(FATAL_ERROR "snapcache: found torch ${Torch_VERSION}, pinned ${SNAPCACHE_TORCH_VERSION} "
                       "(cmake/torch-version); set -DSNAPCACHE_ALLOW_ANY_TORCH=ON to override")
 endif()
+# The NCCL header torch's ProcessGroupNCCL was built against: the nvidia-nccl wheel's, beside torch.
+# Without it the library's own NCCL group is left out (rank_group_from_environment says so).
+find_path(SNAPCACHE_NCCL_INCLUDE_DIR nccl.h HINTS "${Torch_DIR}/../../../../nvidia/nccl/include" NO_DEFAULT_PATH)
 if(NOT TARGET snapcache_dep::torch)
   add_library(snapcache_dep::torch INTERFACE IMPORTED GLOBAL)
   target_link_libraries(snapcache_dep::torch INTERFACE ${TORCH_LIBRARIES})

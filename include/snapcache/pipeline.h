@@ -22,6 +22,7 @@
 #include "snapcache/export.h"
 #include "snapcache/post_load.h"
 #include "snapcache/publication.h"
+#include "snapcache/rank_group.h"
 #include "snapcache/report.h"
 #include "snapcache/snapshot.h"
 #include "snapcache/tier.h"
@@ -70,6 +71,11 @@ struct LoadPlan {
   // The sources tried in order; empty: default_tiers() (the disk snapshot, then the ordinary
   // loader). Put a GPU donor tier in front to attach prepared weights.
   std::vector<std::shared_ptr<Tier>> tiers;
+  // Ranks that load together (a TP/PP group): every rank takes the same tier, the best one every
+  // rank can serve, and a load from the checkpoint returns once every rank has published (see
+  // snapcache/rank_group.h, docs/scale-out.md). Every rank must list the same tiers. Null: this
+  // rank decides alone.
+  std::shared_ptr<RankGroup> group;
   // Host to device; null: the upload engine for loads of 64 MiB or more onto CUDA devices, else
   // per_storage_uploader().
   std::shared_ptr<Uploader> uploader;

@@ -43,6 +43,21 @@ struct StageTime {
   std::string error;  // empty when the stage finished
 };
 
+// What the ranks of a group load agreed (LoadPlan::group); `tier`, `decision` and `publication`
+// read the same on every rank.
+struct GroupReport {
+  int rank = 0;
+  int size = 1;
+  std::string tier;         // the tier every rank took
+  // Why: "rank 3: snapshot unusable (entry 3f2a...: damaged ...); the group took the ordinary path".
+  std::string decision;
+  // After a load from the checkpoint: "published on ranks 0-7", or which ranks did not publish and
+  // why (the group's next load takes the ordinary path again); empty when nothing was to publish.
+  std::string publication;
+  std::vector<std::string> ranks;  // each rank's answers, in rank order: "snapshot missed, ordinary served"
+  double agreement_seconds = 0;    // in exchanges, waiting for the slowest rank included
+};
+
 struct LoadReport {
   LoadPath path = LoadPath::miss;
   std::string reason;  // why this path: the answer of the tier that decided it
@@ -50,6 +65,7 @@ struct LoadReport {
   std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
   std::vector<StageTime> stages;
   std::optional<PublishOutcome> publish;
+  std::optional<GroupReport> group;  // set for a load in a rank group
   // On a hit, how much of the served bytes were compared with their checksums during this load:
   // the upload engine checks every chunk it stages; the rest was trusted because the files'
   // identities (device, inode, size, mtime, ctime) are those their last full check recorded.

@@ -14,6 +14,10 @@
 #include "snapcache/dtype.h"
 #include "snapcache/status.h"
 
+namespace snapcache {
+class RankGroup;
+}
+
 namespace snapcache::python {
 
 namespace py = pybind11;
@@ -110,7 +114,13 @@ DType dtype_from_python(const py::handle& obj);
 // A size in bytes from an int, or from a string with a unit ("64GiB"; snapcache::parse_size).
 std::uint64_t size_from_python(const py::handle& obj, const char* what);
 
+// --- rank groups (group.cpp) ------------------------------------------------------------------
+
+// LoadPlan.group from Python: None, a RankGroup, or a torch.distributed ProcessGroup (GIL held).
+std::shared_ptr<RankGroup> group_from_python(const py::handle& obj);
+
 // --- bind_* of each file ----------------------------------------------------------------------
+void bind_group(py::module_& m);
 void bind_logging(py::module_& m);
 void bind_config(py::module_& m);
 void bind_tensors(py::module_& m);

@@ -65,6 +65,7 @@ void bind_report(py::module_& m) {
       .def_readonly("publish", &LoadReport::publish,
                     "The publication's outcome when the load waited for it (a CPU load); else None: see "
                     "LoadedModel.publication.")
+      .def_readonly("group", &LoadReport::group, "What the group agreed (a GroupReport), for a plan with a group.")
       .def_readonly("bytes_checked", &LoadReport::bytes_checked)
       .def_readonly("bytes_trusted", &LoadReport::bytes_trusted)
       .def_readonly("seconds", &LoadReport::seconds)

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   sp::bind_logging(m);
   sp::bind_config(m);
   sp::bind_tensors(m);
+  sp::bind_group(m);
   sp::bind_plan(m);
   sp::bind_load(m);
 }

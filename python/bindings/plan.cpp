@@ -531,6 +531,11 @@ void bind_load_plan(py::module_& m) {
           [](LoadPlan& p, const py::handle& v) { p.tiers = tiers_from_python(v); },
           "The sources tried in order: Tier objects or names, or 'donor,snapshot,ordinary'. Empty: "
           "snapshot then ordinary.")
+      .def_property(
+          "group", [](const LoadPlan& p) { return p.group; },
+          [](LoadPlan& p, const py::handle& v) { p.group = group_from_python(v); },
+          "The ranks that load together (every rank takes the same tier; docs/scale-out.md): a RankGroup, "
+          "or a torch.distributed ProcessGroup such as dist.group.WORLD. None: this rank decides alone.")
       .def_readwrite("uploader", &LoadPlan::uploader, "None: the upload engine for 64 MiB+ onto CUDA, else per-storage.")
       .def_readwrite("publish_in_background", &LoadPlan::publish_in_background)
       .def("__copy__", [](const LoadPlan& p) { return LoadPlan(p); })

@@ -12,6 +12,7 @@
 #include "snapcache/log.h"
 #include "pipeline/background_publication.h"
 #include "pipeline/deferred_layout.h"
+#include "pipeline/group_agreement.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
 #include "torch/exceptions.h"
@@ -226,57 +227,62 @@ Status check_on_device(const NamedTensors& tensors, c10::Device device) {
   return Status::ok();
 }
 
-// The weights on the plan's device; `report` says how, also when it fails. A publication still
-// running in the background is handed over in `publication`.
-Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
-                                       Publication& publication, std::optional<DerivedBuffers>& derived) {
-  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report, {}};
-  std::optional<Key> key;
-  if (load.ineligible.empty()) {
-    StageTimer stage(report, "key");
-    auto k = guarded([&] { return key_for_plan(*store, plan); });
-    stage.done();
-    if (k) key = std::move(*k);
-    else load.ineligible = "the checkpoint cannot be identified: " + k.status().message();
-  }
-  if (key) load.key = &*key;
-
-  const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
-  std::vector<TierAnswer> passed;
-  std::optional<TierAnswer> served;
+// The first tier that serves, and the answers of those before it (in `passed`, one per tier asked
+// before it). In a group every tier is asked on every rank and the first that served on every rank
+// is taken; a rank that served from an earlier tier drops that answer (it is kept as skipped, so
+// nothing is offered to keep it).
+Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_ptr<Tier>>& tiers,
+                               std::vector<TierAnswer>& passed, pipeline::GroupAgreement* agreement) {
+  LoadReport& report = load.report;
   for (const auto& tier : tiers) {
     // A tier's errors are in its own words; what it throws gets its name in front.
     Result<TierAnswer> answer = Status(StatusCode::exception, "not asked");
     try {
       answer = tier->serve(load);
     } catch (...) {
-      return status_of_current_exception().with_context(tier->name() + " tier");
+      answer = status_of_current_exception().with_context(tier->name() + " tier");
     }
-    if (!answer) return answer.status();
+    if (agreement == nullptr) {
+      if (!answer) return answer.status();
+      report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
+      if (answer->outcome == TierOutcome::served) return std::move(*answer);
+      passed.push_back(std::move(*answer));
+      continue;
+    }
+    auto everyone = agreement->agree_on_tier(tier->name(), answer);
+    if (!everyone) return everyone.status();
     report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
+    if (*everyone) return std::move(*answer);
     if (answer->outcome == TierOutcome::served) {
-      served = std::move(*answer);
-      break;
+      report.tiers.back().reason += " (not taken: not every rank of the group could serve it)";
+      passed.push_back(TierAnswer::skipped("not taken by the group"));
+    } else {
+      passed.push_back(std::move(*answer));
     }
-    passed.push_back(std::move(*answer));
   }
-  if (!served) {
-    std::string why;
-    for (const auto& t : report.tiers) why += fmt::format("{}{} {}: {}", why.empty() ? "" : "; ", t.tier,
-                                                          to_string(t.outcome), t.reason);
-    return Status(StatusCode::not_found, "no tier served the weights: " + why);
-  }
-  decide_path(report, passed, *served);
-  NamedTensors& tensors = served->tensors;
+  if (agreement != nullptr) return agreement->nothing_served();
+  std::string why;
+  for (const auto& t : report.tiers)
+    why += fmt::format("{}{} {}: {}", why.empty() ? "" : "; ", t.tier, to_string(t.outcome), t.reason);
+  return Status(StatusCode::not_found, "no tier served the weights: " + why);
+}
 
-  if (served->residence == Residence::device_prepared) {
+// Post-load, precision and upload of what `served` gave; the tiers that passed may keep it first.
+Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared_ptr<Tier>>& tiers,
+                                const std::vector<TierAnswer>& passed, TierAnswer& served,
+                                std::optional<DerivedBuffers>& derived) {
+  const LoadPlan& plan = load.plan;
+  LoadReport& report = load.report;
+  NamedTensors& tensors = served.tensors;
+
+  if (served.residence == Residence::device_prepared) {
     SNAPCACHE_RETURN_IF_ERROR(check_on_device(tensors, plan.device));
-    derived = std::move(served->derived);
+    derived = std::move(served.derived);
     return std::move(tensors);
   }
   // Read from the checkpoint: the tiers that could not serve may keep it for the next load. They
   // see it before post-load, which never writes into these storages while they are kept.
-  if (served->provenance == Provenance::source) {
+  if (served.provenance == Provenance::source) {
     for (std::size_t i = 0; i < passed.size(); ++i) {
       if (passed[i].outcome != TierOutcome::missed && passed[i].outcome != TierOutcome::unusable) continue;
       std::string note;
@@ -298,7 +304,7 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
   const ServedStorages served_storages(tensors);
-  auto host = prepare_on_host(load, tensors, served_storages, served->files, defer);
+  auto host = prepare_on_host(load, tensors, served_storages, served.files, defer);
   if (!host) return host.status();
   bool by_plan_uploader = false;
   auto device = upload(plan, uploader, tensors, *host, defer, report, by_plan_uploader);
@@ -308,31 +314,85 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
       await_publication(load, "the published host tensors are handed out");
   }
   if (!device) await_publication(load, "the load failed");
-  publication = load.publication;
   if (device && report.path == LoadPath::hit) {
-    auto [total, read] = data_file_bytes(served->files, *host);
+    auto [total, read] = data_file_bytes(served.files, *host);
     report.bytes_checked = by_plan_uploader && uploader->traits(plan.device).checks_files ? read : 0;
     report.bytes_trusted = total - report.bytes_checked;
   }
   return device;
 }
 
+// How a load ended, for the retry after damage found while staging (see load_weights).
+struct LoadEnd {
+  bool damaged_here = false;  // this rank's hit failed its checksums while staging
+  bool load_again = false;    // load again: this rank's, or in a group any rank's, hit was damaged
+};
+
+// The weights on the plan's device; `report` says how, also when it fails. A publication still
+// running in the background is handed over in `publication`.
+Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
+                                       Publication& publication, std::optional<DerivedBuffers>& derived,
+                                       LoadEnd& end) {
+  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report, {}};
+  std::optional<Key> key;
+  if (load.ineligible.empty()) {
+    StageTimer stage(report, "key");
+    auto k = guarded([&] { return key_for_plan(*store, plan); });
+    stage.done();
+    if (k) key = std::move(*k);
+    else load.ineligible = "the checkpoint cannot be identified: " + k.status().message();
+  }
+  if (key) load.key = &*key;
+
+  std::optional<pipeline::GroupAgreement> agreement;
+  if (plan.group) agreement.emplace(*plan.group, report);
+  const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
+  std::vector<TierAnswer> passed;
+  auto served = choose_tier(load, tiers, passed, agreement ? &*agreement : nullptr);
+  // Without a tier every rank agreed on, every rank of a group has the same error: nothing more
+  // to agree on.
+  if (!served) return served.status();
+  decide_path(report, passed, *served);
+  if (agreement) agreement->decide_path(*served);
+
+  auto device = use_served(load, tiers, passed, *served, derived);
+  end.damaged_here = !device && device.status().code() == StatusCode::damaged && report.path == LoadPath::hit;
+  end.load_again = end.damaged_here;
+  if (!agreement) {
+    publication = load.publication;
+    return device;
+  }
+  // The group reports success once every rank has published what it loaded from the checkpoint.
+  await_publication(load, "the group agrees on every rank's publication");
+  const Status agreed = agreement->agree_on_outcome(device.status(), end.damaged_here, end.load_again);
+  if (!agreed) return agreed;
+  return device;
+}
+
 // A hit whose bytes fail their checksums while staging (bit rot under unchanged file identities)
 // has handed nothing out: the entry is quarantined and the load runs again, which takes the
-// next tier (the checkpoint) and rebuilds the entry.
+// next tier (the checkpoint) and rebuilds the entry. In a group every rank loads again, so the
+// group agrees anew; only the rank whose entry failed quarantines it.
 Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report, Publication& publication,
                                   std::optional<DerivedBuffers>& derived) {
-  auto weights = load_weights_once(store, plan, report, publication, derived);
-  if (weights || weights.status().code() != StatusCode::damaged || report.path != LoadPath::hit || store == nullptr)
-    return weights;
+  LoadEnd end;
+  auto weights = load_weights_once(store, plan, report, publication, derived, end);
+  // Every rank of a group takes the retry together, whatever its own store.
+  if (weights || !end.load_again) return weights;
   const std::string damage = weights.status().message();
-  const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
+  std::string why;
+  if (end.damaged_here) {
+    const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
+    why = fmt::format("entry {} failed its checksums while staging ({}) and {}", report.entry_id.substr(0, 12), damage,
+                      quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string());
+  } else {
+    why = fmt::format("loaded again with the group ({})", damage);
+  }
   LoadReport again;
-  auto retry = load_weights_once(store, plan, again, publication, derived);
+  LoadEnd second;
+  auto retry = load_weights_once(store, plan, again, publication, derived, second);
   if (retry) again.path = LoadPath::fallback;
-  again.reason = fmt::format("entry {} failed its checksums while staging ({}) and {}; {}", report.entry_id.substr(0, 12),
-                             damage, quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string(),
-                             again.reason);
+  again.reason = fmt::format("{}; {}", why, again.reason);
   again.tiers.insert(again.tiers.begin(), report.tiers.begin(), report.tiers.end());
   again.stages.insert(again.stages.begin(), report.stages.begin(), report.stages.end());
   report = std::move(again);

@@ -56,6 +56,12 @@ std::string LoadReport::table() const {
   }
   out += fmt::format("  {:<14} {:>10.1f}\n", "total", seconds * 1e3);
   for (const auto& t : tiers) out += fmt::format("  tier {:<9} {}: {}\n", t.tier, to_string(t.outcome), t.reason);
+  if (group) {
+    out += fmt::format("  group rank {} of {}: took {} ({:.1f} ms agreeing): {}\n", group->rank, group->size, group->tier,
+                       group->agreement_seconds * 1e3, group->decision);
+    for (std::size_t r = 0; r < group->ranks.size(); ++r) out += fmt::format("    rank {}: {}\n", r, group->ranks[r]);
+    if (!group->publication.empty()) out += "  group publication: " + group->publication + "\n";
+  }
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include "snapcache/config.h"
 #include "snapcache/donor.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/rank_group.h"
 #include "snapcache/text.h"
 
 extern char** environ;
@@ -44,6 +45,7 @@ struct Options {
   std::string capacity_gib;  // parsed by parse_gib, the rule SNAPCACHE_CAPACITY_GIB follows
   bool donor = false, attach = false, require_donor = false;
   std::string donor_dir;  // the donor socket directory (default: DonorOptions's)
+  std::string group;      // "store" or "nccl": load once as a rank of a group (torchrun's environment)
   std::string restart_of;  // set in the restarted process: the first process's fingerprint
   double reference_seconds = 0;  // and how long its first load, without the cache, took
 };
@@ -90,6 +92,26 @@ int start_restarted_process(int argc, char** argv, const std::string& fingerprin
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid) return fail("lost the restarted process");
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// --group: one load with the other ranks of the group (every rank takes the same tier), its report
+// and fingerprint; the next run of the same ranks is warm.
+int load_in_group(Store* store, LoadPlan plan, const demo::DitConfig& dit, const Options& o) {
+  RankGroupOptions options;
+  options.timeout = std::chrono::seconds(120);
+  auto group = rank_group_from_environment(o.group == "nccl" ? GroupTransport::nccl : GroupTransport::store, options);
+  if (!group) return fail(group.status().to_string());
+  if ((*group)->rank() != o.tp_rank || (*group)->size() != o.tp_size)
+    return fail(fmt::format("--tp-rank {} --tp-size {} but the group says rank {} of {} (RANK, WORLD_SIZE)", o.tp_rank,
+                            o.tp_size, (*group)->rank(), (*group)->size()));
+  // The first exchange is a barrier: rank 0 has written the checkpoint when it gets there.
+  if (auto ready = (*group)->exchange("checkpoint ready"); !ready) return fail(ready.status().to_string());
+  plan.group = *group;
+  auto run = load_and_run(store, plan, dit);
+  if (!run) return fail(fmt::format("rank {}: load failed: {}", o.tp_rank, run.status().to_string()));
+  print_load(fmt::format("rank {} of {} ({})", o.tp_rank, o.tp_size, (*group)->describe()), run->model.report);
+  fmt::print("rank {} fingerprint {}\n", o.tp_rank, run->fingerprint);
+  return 0;
 }
 
 Donor* running_donor = nullptr;
@@ -161,6 +183,10 @@ int main(int argc, char** argv) {
       ->excludes(donor_flag);
   app.add_flag("--require-donor", o.require_donor, "with --attach: fail instead of falling back when no donor serves");
   app.add_option("--donor-dir", o.donor_dir, "donor socket directory (default: SNAPCACHE_DONOR_DIR, $XDG_RUNTIME_DIR/snapcache or /tmp/snapcache-UID)");
+  app.add_option("--group", o.group,
+                 "load once as rank RANK of WORLD_SIZE (MASTER_ADDR, MASTER_PORT: torchrun's environment), agreeing "
+                 "with the other ranks through c10d's TCPStore (store) or NCCL (nccl); run twice: cold, then warm")
+      ->check(CLI::IsMember({"store", "nccl"}));
   app.add_option("--restart-of", o.restart_of, "(internal) run as the restarted process")->group("");
   app.add_option("--reference-seconds", o.reference_seconds, "(internal) the first process's no-cache load time")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -207,7 +233,8 @@ int main(int argc, char** argv) {
   ::mkdir(o.work_dir.c_str(), 0755);
   const std::string checkpoint = fmt::format("{}/dit-h{}-l{}.safetensors", o.work_dir, dit.hidden, dit.layers);
   struct stat st {};
-  if (!restarted &&
+  // In a group rank 0 writes the checkpoint; the others wait for it in load_in_group.
+  if (!restarted && (o.group.empty() || o.tp_rank == 0) &&
       (::stat(checkpoint.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) < demo::checkpoint_bytes(dit))) {
     fmt::print("generating {} ({} layers, {})\n", checkpoint, dit.layers, format_size(demo::checkpoint_bytes(dit)));
     if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return fail(s.to_string());
@@ -222,6 +249,8 @@ int main(int argc, char** argv) {
   if ((o.donor || o.attach) && !device.is_cuda()) return fail("--donor and --attach need a CUDA device");
   if (o.donor) return serve_as_donor(store.get(), plan, dit, o);
   if (o.attach) return attach_to_donor(store.get(), plan, dit, o);
+
+  if (!o.group.empty()) return load_in_group(store.get(), plan, dit, o);
 
   if (!restarted) {
     if (o.fresh && store->config().enabled() && store->unavailable_reason().empty())

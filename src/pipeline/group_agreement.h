@@ -1,0 +1,57 @@
+// One rank's part in a group load's agreement (LoadPlan::group). Each call is an exchange with
+// every other rank, so every rank makes the same calls in the same order, on error paths too:
+// the executor calls agree_on_tier once per tier it asks, and agree_on_outcome once at the end
+// unless an agreement on a tier already failed (which fails on every rank alike).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "snapcache/rank_group.h"
+#include "snapcache/report.h"
+#include "snapcache/tier.h"
+
+namespace snapcache::pipeline {
+
+class GroupAgreement {
+ public:
+  GroupAgreement(RankGroup& group, LoadReport& report);
+
+  // This rank's answer from `tier`, or its error. True when every rank served, false when some did
+  // not (the group goes on to the next tier); an error when any rank failed (its error, named),
+  // the ranks asked different tiers, or the exchange failed.
+  Result<bool> agree_on_tier(const std::string& tier, const Result<TierAnswer>& answer);
+
+  // Called when no tier served on every rank: the error every rank returns.
+  Status nothing_served() const;
+
+  // Sets report.path and report.reason for the tier every rank took (the `served` answer here):
+  // a hit when it came from a cache; otherwise a fallback when any rank had something it could not
+  // use, a miss when any rank missed, else ineligible; the reason is the group's decision.
+  void decide_path(const TierAnswer& served);
+
+  // After the load, its publication awaited: every rank's outcome. An error when any rank failed;
+  // `retry` is set on every rank when a rank's hit failed its checksums while staging (all load
+  // again; that rank quarantines its entry).
+  Status agree_on_outcome(const Status& local, bool damaged_hit, bool& retry);
+
+ private:
+  struct RankAnswer {
+    std::string tier;
+    std::string outcome;  // a TierOutcome, or "error"
+    std::string reason;
+    int code = 0;  // the StatusCode of an error
+  };
+  Result<std::vector<std::string>> exchange(const std::string& mine);
+  std::string round_text(const std::vector<RankAnswer>& round) const;
+
+  RankGroup& group_;
+  LoadReport& report_;
+  std::vector<std::vector<RankAnswer>> rounds_;  // every tier asked, every rank's answer
+};
+
+// "0-2, 4, 6-7"
+std::string rank_list(const std::vector<int>& ranks);
+
+}  // namespace snapcache::pipeline
