@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of the decoders (manifest, key, stamp, safetensors header) with clang, seeds
+# Builds the libFuzzer targets of the decoders (manifest, key, stamp, safetensors header, archive) with clang, seeds
 # them from a real published entry and runs each for SECONDS (default 20). A crash, hang, leak or
 # sanitizer report fails the script and leaves the input under build/fuzz/artifacts/.
 #   bash tools/fuzz.sh [SECONDS]
@@ -14,7 +14,7 @@ cmake --build "$build"
 corpus="$build/corpus"
 "$build/tests/fuzz/snapcache_fuzz_seeds" "$corpus"
 mkdir -p "$build/artifacts"
-for target in manifest key stamp safetensors; do
+for target in manifest key stamp safetensors archive; do
   echo "fuzz: $target for ${seconds}s"
   log="$build/artifacts/$target.log"
   if ! "$build/tests/fuzz/snapcache_${target}_fuzz" "$corpus/$target" -max_total_time="$seconds" -timeout=10 \

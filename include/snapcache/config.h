@@ -22,7 +22,11 @@ struct SNAPCACHE_API Config {
   std::string directory;                        // default: $XDG_CACHE_HOME/snapcache or ~/.cache/snapcache
   std::uint64_t capacity_bytes = 128 * kGiB;    // total size of all entries
   std::uint64_t reserve_free_bytes = 1 * kGiB;  // free disk a publication must leave
-  // Where each setting came from ("directory", "mode", "capacity", "reserve").
+  // A read-only store searched after a local miss (a network file system the fleet shares, say):
+  // an entry found there is copied into this cache, every chunk proven, then served from here.
+  // Empty: none. Never written, locked or repaired (docs/scale-out.md).
+  std::string secondary_directory;
+  // Where each setting came from ("directory", "mode", "capacity", "reserve", "secondary").
   std::map<std::string, ConfigSource> sources;
   // The flag a caller set a setting from (ConfigSource::flag), "--capacity-gib": messages about
   // the setting name it, since that is what the user would change.
@@ -35,12 +39,13 @@ struct SNAPCACHE_API Config {
   std::string origin(const std::string& setting) const;
 
   // Defaults, then the settings file (see load), then SNAPCACHE_DIR, SNAPCACHE_DISABLE
-  // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB (a number of GiB, see parse_gib).
+  // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB (a number of GiB, see parse_gib),
+  // SNAPCACHE_SECONDARY_DIR (an absolute path; empty: none).
   // An invalid value is an error that names the variable (or file and line) and the value.
   static Result<Config> from_environment();
   // The same, reading `config_file` if it is not empty, else $SNAPCACHE_CONFIG if set (both must
   // exist), else default_config_file() if it exists. The file has `name = value` lines and `#`
-  // comments; names: directory, disable, capacity, reserve (sizes with units: 64GiB, 500GB; a
+  // comments; names: directory, disable, capacity, reserve, secondary (sizes with units: 64GiB, 500GB; a
   // bare number other than 0 is an error, see parse_size).
   static Result<Config> load(const std::string& config_file);
   static std::string default_directory();

@@ -140,6 +140,8 @@ class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
   // Why this store cannot be used ("cache directory /x: ... Read-only file system"); empty when it
   // can. Only open_for_loading makes unavailable stores.
   const std::string& unavailable_reason() const { return unavailable_.message(); }
+  // The same as a Status: ok when the store can be used.
+  const Status& unavailable() const { return unavailable_; }
 
   const Config& config() const { return config_; }
   FileSystem& fs() const { return *fs_; }

@@ -192,8 +192,6 @@ Status validate_layout(const Manifest& m) {
     if (f.identity.size != f.size) return damaged(fmt::format("data file '{}': identity size differs", f.name));
   }
   // Storages: inside their file, aligned, not overlapping each other.
-  std::vector<std::size_t> order(m.storages.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   for (std::size_t i = 0; i < m.storages.size(); ++i) {
     const auto& s = m.storages[i];
     if (s.file >= m.files.size()) return damaged(fmt::format("storage {} names missing file {}", i, s.file));
@@ -203,11 +201,7 @@ Status validate_layout(const Manifest& m) {
       return damaged(fmt::format("storage {} [{}, +{}) lies outside '{}' ({} bytes)", i, s.offset, s.nbytes,
                                  m.files[s.file].name, m.files[s.file].size));
   }
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& x = m.storages[a];
-    const auto& y = m.storages[b];
-    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
-  });
+  const std::vector<std::uint32_t> order = storages_in_file_order(m);
   for (std::size_t k = 1; k < order.size(); ++k) {
     const auto& prev = m.storages[order[k - 1]];
     const auto& cur = m.storages[order[k]];
@@ -226,6 +220,17 @@ Status validate_layout(const Manifest& m) {
                                  t.storage, m.storages[t.storage].nbytes));
   }
   return Status::ok();
+}
+
+std::vector<std::uint32_t> storages_in_file_order(const Manifest& m) {
+  std::vector<std::uint32_t> order(m.storages.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const auto& x = m.storages[a];
+    const auto& y = m.storages[b];
+    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
+  });
+  return order;
 }
 
 std::vector<std::string> tensors_in_range(const Manifest& m, std::uint32_t file, std::uint64_t offset,

@@ -74,6 +74,10 @@ Result<std::uint64_t> tensor_extent_bytes(const TensorRecord& tensor);
 // inside its storage, chunk tables cover their files. Used on decode and before publication.
 Status validate_layout(const Manifest& manifest);
 
+// Storage indices by file, then by offset: the order their bytes lie on disk, and the order an
+// archive carries them in (src/archive/archive_format.h).
+std::vector<std::uint32_t> storages_in_file_order(const Manifest& manifest);
+
 // Which tensors have bytes in [offset, offset+size) of file `file`: to name damage.
 std::vector<std::string> tensors_in_range(const Manifest& manifest, std::uint32_t file,
                                           std::uint64_t offset, std::uint64_t size);

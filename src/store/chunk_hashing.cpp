@@ -33,8 +33,7 @@ RehashResult rehash_files(FileSystem& fs, const Manifest& manifest, const std::v
   std::atomic<std::uint64_t> bytes{0};
   result.status = util::parallel_for(jobs.size(), threads, [&](std::size_t j) -> Status {
     const DataFile& df = manifest.files[jobs[j].file];
-    std::uint64_t offset = jobs[j].chunk * df.chunk_size;
-    std::uint64_t size = std::min(df.chunk_size, df.size - offset);
+    const auto [offset, size] = chunk_range(df, jobs[j].chunk);
     thread_local std::vector<char> buf;
     buf.resize(size);
     Status st = read_all(fs, data_files[jobs[j].file].get(), buf.data(), size, offset);
@@ -70,6 +69,19 @@ std::string describe_damage(const std::vector<DamagedChunk>& damaged) {
                               d.offset + d.size, tensors);
   if (damaged.size() > 1) s += fmt::format(", and {} more damaged chunks", damaged.size() - 1);
   return s;
+}
+
+ByteRange chunk_range(const DataFile& file, std::uint64_t chunk) {
+  const std::uint64_t offset = chunk * file.chunk_size;
+  return {offset, std::min(file.chunk_size, file.size - offset)};
+}
+
+Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest) {
+  const DataFile& df = manifest.files.at(file);
+  if (digest == df.chunk_hashes.at(chunk)) return Status::ok();
+  const auto [offset, size] = chunk_range(df, chunk);
+  return Status(StatusCode::damaged,
+                describe_damage({{df.name, chunk, offset, size, format::tensors_in_range(manifest, file, offset, size)}}));
 }
 
 }  // namespace snapcache::store

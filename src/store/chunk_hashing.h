@@ -27,4 +27,15 @@ RehashResult rehash_files(FileSystem& fs, const Manifest& manifest, const std::v
 
 std::string describe_damage(const std::vector<DamagedChunk>& damaged);
 
+// The rule every chunk checksum follows: chunk `chunk` of `file` covers bytes
+// [chunk * chunk_size, min((chunk + 1) * chunk_size, size)) and its checksum is their XXH3-64.
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+ByteRange chunk_range(const DataFile& file, std::uint64_t chunk);
+// ok when `digest` (of the bytes chunk_range names) is the manifest's checksum for that chunk;
+// otherwise damaged, naming the file, the chunk, its bytes and the tensors in it.
+Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest);
+
 }  // namespace snapcache::store

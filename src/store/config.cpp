@@ -36,6 +36,7 @@ std::string Config::origin(const std::string& setting) const {
       if (setting == "mode") return "SNAPCACHE_DISABLE";
       if (setting == "capacity") return "SNAPCACHE_CAPACITY_GIB";
       if (setting == "reserve") return "SNAPCACHE_RESERVE_GIB";
+      if (setting == "secondary") return "SNAPCACHE_SECONDARY_DIR";
       return "the environment";
   }
   return "";
@@ -105,6 +106,12 @@ Status apply_file(Config& c, const std::string& path) {
                       fmt::format("{}: directory '{}' must be an absolute path", where(), value));
       c.directory = value;
       c.sources["directory"] = ConfigSource::file;
+    } else if (name == "secondary") {
+      if (!value.empty() && value[0] != '/')
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("{}: secondary '{}' must be an absolute path", where(), value));
+      c.secondary_directory = value;
+      c.sources["secondary"] = ConfigSource::file;
     } else if (name == "disable") {
       auto b = parse_bool(value);
       if (!b)
@@ -119,7 +126,7 @@ Status apply_file(Config& c, const std::string& path) {
       c.sources[name] = ConfigSource::file;
     } else {
       return Status(StatusCode::invalid_argument,
-                    fmt::format("{}: unknown setting '{}' (known: directory, disable, capacity, reserve)", where(), name));
+                    fmt::format("{}: unknown setting '{}' (known: directory, disable, capacity, reserve, secondary)", where(), name));
     }
   }
   c.config_file = path;
@@ -133,7 +140,7 @@ Result<Config> Config::from_environment() { return load(""); }
 Result<Config> Config::load(const std::string& config_file) {
   Config c;
   c.directory = default_directory();
-  for (const char* name : {"directory", "mode", "capacity", "reserve"}) c.sources[name] = ConfigSource::default_value;
+  for (const char* name : {"directory", "mode", "capacity", "reserve", "secondary"}) c.sources[name] = ConfigSource::default_value;
 
   std::string file = config_file;
   if (const char* v = std::getenv("SNAPCACHE_CONFIG"); file.empty() && v != nullptr && *v != '\0') file = v;
@@ -150,6 +157,14 @@ Result<Config> Config::load(const std::string& config_file) {
                     fmt::format("SNAPCACHE_DIR='{}' must be an absolute path", dir));
     c.directory = dir;
     c.sources["directory"] = ConfigSource::environment;
+  }
+  if (const char* v = std::getenv("SNAPCACHE_SECONDARY_DIR"); v != nullptr) {
+    if (*v != '\0' && *v != '/')
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("SNAPCACHE_SECONDARY_DIR='{}' must be an absolute path", v));
+    c.secondary_directory = v;
+    while (c.secondary_directory.size() > 1 && c.secondary_directory.back() == '/') c.secondary_directory.pop_back();
+    c.sources["secondary"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_DISABLE"); v != nullptr && *v != '\0') {
     auto disable = parse_bool(v);

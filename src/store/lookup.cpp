@@ -9,6 +9,7 @@
 #include "store/entry_check.h"
 #include "store/layout.h"
 #include "store/miss_record.h"
+#include "store/secondary.h"
 #include "store/snapshot_impl.h"
 #include "store/stats.h"
 #include "util/parallel.h"
@@ -113,13 +114,25 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
 
   const std::string path = entry_path(out.entry_id);
   auto st = fs_->stat(path);
+  std::string secondary_note;  // how the entry came from the secondary store, when it did
+  if (!st && st.status().code() == StatusCode::not_found && !config_.secondary_directory.empty()) {
+    store::SecondaryAnswer answer = store::copy_from_secondary(*this, out.entry_id);
+    if (answer.kind == store::SecondaryAnswer::Kind::unusable) return finish(LookupResult::fallback, answer.reason);
+    if (answer.kind == store::SecondaryAnswer::Kind::copied) {
+      secondary_note = answer.reason + "; ";
+      st = fs_->stat(path);
+    } else {
+      secondary_note = "; " + answer.reason;
+    }
+  }
   if (!st) {
     if (st.status().code() != StatusCode::not_found) return finish(LookupResult::fallback, st.status().to_string());
     auto nearest = nearest_entry(*this, key);
-    if (!nearest) return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)");
-    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} differs in {}",
+    if (!nearest)
+      return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)" + secondary_note);
+    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} differs in {}{}",
                                                   store::short_id(nearest->first),
-                                                  describe_differences(nearest->second)));
+                                                  describe_differences(nearest->second), secondary_note));
   }
   auto snap = open_snapshot(*fs_, path, out.entry_id, key, policy, out);
   if (!snap) {
@@ -143,8 +156,8 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     }
   }
   out.snapshot = std::move(*snap);
-  return finish(LookupResult::hit, out.rehashed ? "data files changed identity; every chunk rehashed and verified"
-                                                : "data files unchanged (by identity) since their last full check");
+  return finish(LookupResult::hit, secondary_note + (out.rehashed ? "data files changed identity; every chunk rehashed and verified"
+                                                                   : "data files unchanged (by identity) since their last full check"));
 }
 
 }  // namespace snapcache

@@ -17,9 +17,8 @@
 #include "snapcache/store.h"
 #include "snapcache/text.h"
 #include "snapcache/version.h"
-#include "store/capacity.h"
+#include "store/entry_commit.h"
 #include "store/layout.h"
-#include "store/stats.h"
 #include "util/clock.h"
 #include "util/file_io.h"
 #include "util/hash.h"
@@ -27,16 +26,6 @@
 
 namespace snapcache {
 namespace {
-
-store::Counter counter_of(PublishResult result) {
-  switch (result) {
-    case PublishResult::published: return store::Counter::published;
-    case PublishResult::already_present: return store::Counter::already_present;
-    case PublishResult::skipped: return store::Counter::publish_skipped;
-    case PublishResult::failed: return store::Counter::publish_failed;
-  }
-  return store::Counter::publish_failed;
-}
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -82,76 +71,6 @@ Result<std::uint64_t> write_chunk(FileSystem& fs, int fd, const DataFile& file,
   return hasher.digest();
 }
 
-// File timestamps come from a coarse clock (one scheduler tick, up to 10 ms). A change made in the
-// same tick as the identity we just recorded would keep that identity, and a later load would
-// trust stale checksums. Waiting until the clock has moved on makes every later write visible as
-// a new mtime/ctime. Costs at most ~20 ms per publication.
-void settle_timestamps(const FileIdentity& id) {
-  constexpr std::int64_t kTickMarginNs = 20'000'000;
-  const std::int64_t stamp = std::max(id.mtime_ns, id.ctime_ns);
-  const std::int64_t wait = stamp + kTickMarginNs - util::now_unix_ns();
-  if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kTickMarginNs)));
-}
-
-// An entry being written in tmp/<id>.<suffix>/, its lease held exclusively so collectors leave it
-// alone. Whatever was not committed is removed when it goes away, so every failure path of a
-// publication leaves nothing behind.
-class PendingEntry {
- public:
-  static Result<PendingEntry> create(FileSystem& fs, std::string tmp_path) {
-    PendingEntry entry(fs, std::move(tmp_path));
-    SNAPCACHE_RETURN_IF_ERROR(fs.make_directory(entry.path_));
-    entry.created_ = true;
-    auto lease = fs.open(entry.path_ + "/" + store::kLeaseFile, OpenMode::create_read_only);
-    if (!lease) return lease.status();
-    // A collector may hold the new lease for a moment (it looks, sees no mark, lets go): retry for
-    // up to a second rather than fail a publication over it, and never block on it for ever.
-    Status locked = fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait);
-    for (int attempt = 0; !locked && locked.code() == StatusCode::busy && attempt < 100; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      locked = fs.lock(lease->get(), LockMode::exclusive, LockWait::no_wait);
-    }
-    SNAPCACHE_RETURN_IF_ERROR(locked);
-    // A byte written once the lock is held: a collector that gets the lock of a lease with this
-    // byte knows its writer is gone; of an empty one, that its writer may not have locked it yet.
-    SNAPCACHE_RETURN_IF_ERROR(write_all(fs, lease->get(), store::kLeaseTakenMark.data(), store::kLeaseTakenMark.size(), 0));
-    entry.lease_ = std::move(*lease);
-    return entry;
-  }
-  PendingEntry(PendingEntry&& other) noexcept
-      : fs_(other.fs_), path_(std::move(other.path_)), lease_(std::move(other.lease_)), created_(other.created_) {
-    other.created_ = false;
-  }
-  PendingEntry& operator=(PendingEntry&&) = delete;
-  ~PendingEntry() {
-    // The failure that got us here is what the caller reports; a leftover is gc's to collect.
-    if (created_) (void)remove_tree(*fs_, path_);
-  }
-
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-  enum class Commit { done, already_present };
-  // Makes the lease and the directory durable, then renames the directory to `final_path`: the
-  // commit. already_present when another process published the key first (ours then goes).
-  Result<Commit> commit(const std::string& final_path) {
-    SNAPCACHE_RETURN_IF_ERROR(fs_->fsync(lease_.get()));
-    SNAPCACHE_RETURN_IF_ERROR(fs_->fsync_directory(path_));
-    if (Status st = fs_->rename(path_, final_path); !st) {
-      if (st.sys_errno() == EEXIST || st.sys_errno() == ENOTEMPTY) return Commit::already_present;
-      return st;
-    }
-    created_ = false;
-    return Commit::done;
-  }
-
- private:
-  PendingEntry(FileSystem& fs, std::string path) : fs_(&fs), path_(std::move(path)) {}
-  FileSystem* fs_;
-  std::string path_;
-  UniqueFd lease_;
-  bool created_ = false;  // the directory exists and is ours to remove
-};
-
 // The manifest of a publication with its storages laid out in one data file, each at an aligned
 // offset; chunk hashes and the file identity are filled in as the data is written.
 Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> sources,
@@ -182,7 +101,7 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
 
 // Writes the data file (hashing each chunk as it goes) and records the identity it has once
 // durable: a load that sees that identity again trusts these hashes.
-Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
+Status write_data(FileSystem& fs, const store::PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
                   std::size_t threads) {
   DataFile& df = m.files[0];
   // Read-only from the start: an accidental write to a published entry (which every loader maps)
@@ -196,84 +115,31 @@ Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::s
     df.chunk_hashes[c] = *h;
     return Status::ok();
   }));
-  SNAPCACHE_RETURN_IF_ERROR(fs.fsync(data->get()));
-  auto identity = fs.fstat(data->get());
-  if (!identity) return identity.status();
-  if (identity->size != df.size)
-    return Status(StatusCode::io_error, fmt::format("data file is {} bytes after writing {}", identity->size, df.size));
-  df.identity = *identity;
-  df.identity.is_directory = false;
-  settle_timestamps(df.identity);
-  return Status::ok();
-}
-
-Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
-  std::string bytes = format::encode_manifest(m);
-  if (bytes.size() > format::kMaxManifestBytes)  // no load would read it
-    return Status(StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
-                                                       format_size(bytes.size()), format_size(format::kMaxManifestBytes)));
-  auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_read_only);
-  if (!fd) return fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));
-  return fs.fsync(fd->get());
+  return store::seal_data_file(fs, data->get(), df);
 }
 
 }  // namespace
 
 PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sources,
                               std::vector<TensorRecord> tensors, const PublishOptions& options) {
-  const auto started = std::chrono::steady_clock::now();
-  PublishOutcome out;
-  out.entry_id = key_id(key);
-  auto finish = [&](PublishResult result, Status status) {
-    out.result = result;
-    out.status = std::move(status);
-    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    LogLevel level = result == PublishResult::failed ? LogLevel::warn : LogLevel::info;
-    if (result == PublishResult::published)
-      log(level, fmt::format("publish {}: entry {} ({}, {:.2f} s, {:.2f} GB/s)", key.component,
-                             store::short_id(out.entry_id), format_size(out.bytes), out.seconds,
-                             out.seconds > 0 ? static_cast<double>(out.bytes) / out.seconds / 1e9 : 0.0));
-    else
-      log(level, fmt::format("publish {}: {} ({})", key.component, to_string(result), out.status.to_string()));
-    if (config_.enabled() && unavailable_.is_ok()) store::bump_counter(config_.directory, counter_of(result));
-    return out;
-  };
-  if (!config_.enabled())
-    return finish(PublishResult::skipped, {StatusCode::disabled, "the cache is disabled by configuration"});
-  if (!unavailable_) return finish(PublishResult::skipped, unavailable_);
-  if (options.chunk_size == 0)
-    return finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});
-
-  auto planned = plan_manifest(key, sources, std::move(tensors), options.chunk_size);
-  if (!planned) return finish(PublishResult::failed, planned.status());
-  Manifest& m = *planned;
-  out.bytes = m.files[0].size;
-
-  const std::string final_path = entry_path(out.entry_id);
-  if (fs_->stat(final_path + "/" + store::kManifestFile)) return finish(PublishResult::already_present, {});
-
-  // Dead writers' leftovers first: no grace (a live writer holds its lease), no strays.
-  (void)collect_garbage(*this, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
-  const std::uint64_t manifest_estimate = 4096 + 64 * m.tensors.size() + 8 * m.files[0].chunk_hashes.size();
-  if (Status st = store::make_room(*this, out.bytes + manifest_estimate, out.evicted); !st)
-    return finish(PublishResult::skipped, st);
-
-  auto entry = PendingEntry::create(
-      *fs_, config_.directory + "/" + store::kTmpDir + "/" + out.entry_id + "." + unique_suffix());
-  Status st = entry.status();
-  if (st) st = write_data(*fs_, *entry, m, sources, options.threads ? options.threads : util::worker_count());
-  if (st) st = write_manifest(*fs_, *entry, m);
-  if (!st) return finish(PublishResult::failed, st.with_context("publish"));
-  // If another process published the same key first, its entry stands and ours goes.
-  auto committed = entry->commit(final_path);
-  if (!committed) return finish(PublishResult::failed, committed.status().with_context("publish"));
-  if (*committed == PendingEntry::Commit::already_present) return finish(PublishResult::already_present, {});
-  if (Status synced = fs_->fsync_directory(config_.directory + "/" + store::kEntriesDir); !synced) {
-    // The entry is complete and visible; only its durability across a power cut is in doubt.
-    log(LogLevel::warn, "publish: " + synced.to_string());
+  store::EntryCommit commit(*this, key);
+  if (config_.enabled() && unavailable_ && options.chunk_size == 0)
+    return commit.finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});
+  Result<Manifest> planned = Status(StatusCode::invalid_argument, "no manifest");
+  if (config_.enabled() && unavailable_) {
+    planned = plan_manifest(key, sources, std::move(tensors), options.chunk_size);
+    if (!planned) return commit.finish(PublishResult::failed, planned.status());
   }
-  return finish(PublishResult::published, {});
+  const std::uint64_t bytes = planned ? planned->files[0].size : 0;
+  const std::size_t tensor_count = planned ? planned->tensors.size() : 0;
+  const std::size_t chunks = planned ? planned->files[0].chunk_hashes.size() : 0;
+  auto entry = commit.begin(bytes, tensor_count, chunks);
+  if (!entry) return commit.outcome();
+  Manifest& m = *planned;
+  if (Status st = write_data(*fs_, *entry, m, sources, options.threads ? options.threads : util::worker_count()); !st)
+    return commit.finish(PublishResult::failed, st.with_context("publish"));
+  commit.commit(*entry, m);
+  return commit.outcome();
 }
 
 }  // namespace snapcache

@@ -1,13 +1,16 @@
 // Seeds for the fuzz targets, from real files: publishes a small entry in a fresh cache, looks it
-// up (which writes the stamp), and copies its manifest, stamp and key into one corpus directory
-// per target; the safetensors target gets a header as the Python package writes one.
+// up (which writes the stamp), and copies its manifest, stamp, key and an archive of it into one
+// corpus directory per target; the safetensors target gets a header as the Python package writes one.
 //   make_seeds OUT_DIR
+#include <zstd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "snapcache/archive.h"
 #include "snapcache/store.h"
 
 using namespace snapcache;
@@ -48,6 +51,22 @@ int main(int argc, char** argv) {
     fsys::create_directories(out / name);
     fsys::copy_file(entry / file, out / name / file, fsys::copy_options::overwrite_existing);
   }
+  // An archive of the entry, as `snapcache export` writes it.
+  std::string archive;
+  auto exported = export_entries(**store, {key_id(key)}, [&](const void* data, std::size_t size) {
+    archive.append(static_cast<const char*>(data), size);
+    return Status::ok();
+  }, {.level = 3, .threads = 0});
+  if (!exported) return std::fprintf(stderr, "%s\n", exported.status().to_string().c_str()), 1;
+  fsys::create_directories(out / "archive");
+  std::ofstream(out / "archive" / "archive.bin", std::ios::binary) << archive;
+  // The same archive's content, for the target's 'C' mode (see archive_fuzz.cpp).
+  std::string content(archive.size() * 64 + 4096, '\0');
+  const std::size_t archive_header = 20;  // magic and version (src/archive/archive_format.h)
+  const std::size_t n = ZSTD_decompress(content.data(), content.size(), archive.data() + archive_header, archive.size() - archive_header);
+  if (ZSTD_isError(n)) return std::fprintf(stderr, "zstd: %s\n", ZSTD_getErrorName(n)), 1;
+  content.resize(n);
+  std::ofstream(out / "archive" / "content.bin", std::ios::binary) << 'C' << content;
   fsys::create_directories(out / "key");
   std::ofstream(out / "key" / "key.bin", std::ios::binary) << encode_key(key);
   // A header as the Python package writes one, after the data section's size (8 bytes).

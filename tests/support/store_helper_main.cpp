@@ -16,6 +16,7 @@
 //   store_helper ipc-connect PATH [UID]  connect to the socket PATH (as UID, when given); print
 //                                        "result <status code> <message>"; exit 0 when connected
 #include <grp.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +32,7 @@
 
 #include "ipc/unix_socket.h"
 #include "snapcache/log.h"
+#include "snapcache/archive.h"
 #include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
 
@@ -183,6 +185,8 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   Config config = test::test_config(argv[2]);
+  // load-secondary DIR SEED SECONDARY: a load with a secondary store (docs/scale-out.md).
+  if (cmd == "load-secondary" && argc > 4) config.secondary_directory = argv[4];
   if (cmd == "soak") config.capacity_bytes = test::kSoakCapacity;
   auto store = Store::open(config);
   if (!store) {
@@ -202,6 +206,25 @@ int main(int argc, char** argv) {
     std::printf("result %s %s\n", to_string(out.result), out.status.to_string().c_str());
     return out.result == PublishResult::published || out.result == PublishResult::already_present ? 0 : 1;
   }
+  // export DIR SEED FILE: the entry of SEED into an archive; import DIR SEED FILE: an archive into
+  // the cache (the importer the kill trials kill; SEED unused).
+  if ((cmd == "export" || cmd == "import") && argc > 4) {
+    if (cmd == "export") {
+      const int fd = ::open(argv[4], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) return 3;
+      auto out = export_entries(**store, {key_id(test::store_key(seed))}, fd_sink(fd));
+      ::close(fd);
+      return out.is_ok() ? 0 : 1;
+    }
+    const int fd = ::open(argv[4], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 3;
+    std::printf("ready\n");
+    std::fflush(stdout);
+    ImportSummary summary = import_archive(**store, fd_source(fd));
+    ::close(fd);
+    std::printf("result %s\n", summary.status.to_string().c_str());
+    return summary.status.is_ok() && !summary.entries.empty() && summary.entries[0].result == ImportResult::imported ? 0 : 1;
+  }
   if (cmd == "evict" || cmd == "verify") {
     std::printf("ready\n");
     std::fflush(stdout);
@@ -216,8 +239,9 @@ int main(int argc, char** argv) {
       if (e.state != EntryState::unfinished && !verify_entry(**store, e.id).status.is_ok()) return 5;
     return 0;
   }
-  if (cmd == "load" || cmd == "hold") {
+  if (cmd == "load" || cmd == "hold" || cmd == "load-secondary") {
     auto found = (*store)->lookup(test::store_key(seed));
+    std::printf("reason %s\n", found.reason.c_str());
     if (found.result != LookupResult::hit) {
       std::printf("result %s %s\n", to_string(found.result), found.reason.c_str());
       return 1;

@@ -13,6 +13,7 @@
 #include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/child_process.h"
+#include "support/kill_trials.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
@@ -35,49 +36,16 @@ TEST_CASE("concurrent publishers of one key in separate processes all succeed an
 }
 
 TEST_CASE("a writer killed at any moment leaves no entry or a whole one and never a torn one", "[store][process]") {
-  test::TempDir dir;
-  // How long a whole publication takes here, to spread the kills over it.
-  auto t0 = std::chrono::steady_clock::now();
-  {
-    test::TempDir probe;
-    REQUIRE(test::run_helper(test::kStoreHelper, {"publish", probe.path(), "32", "32"}) == 0);
-  }
-  const auto full = std::chrono::steady_clock::now() - t0;
-  std::mt19937 rng(1234);
   // CI kills 12 writers; SNAPCACHE_KILL_TRIALS=1000 is the long run (docs/reliability.md).
-  const char* trials_env = std::getenv("SNAPCACHE_KILL_TRIALS");
-  const int rounds = trials_env != nullptr ? std::max(1, std::atoi(trials_env)) : 12;
-  int whole = 0, none = 0;
-  for (int round = 0; round < rounds; ++round) {
-    test::TempDir cache;
-    test::ChildProcess writer(test::kStoreHelper, {"publish", cache.path(), "32", "32"});
-    REQUIRE(writer.wait_for_line("ready"));
-    auto delay = std::chrono::duration_cast<std::chrono::microseconds>(full) * (rng() % 1000) / 1000;
-    std::this_thread::sleep_for(delay);
-    writer.kill_now();
-    auto store = *Store::open(test::test_config(cache.path()));
-    auto loaded = store->lookup(test::store_key(32), VerifyPolicy::always_rehash);
-    INFO("round " << round << " killed after " << delay.count() << " us: " << to_string(loaded.result) << " "
-                  << loaded.reason);
-    REQUIRE((loaded.result == LookupResult::hit || loaded.result == LookupResult::miss));
-    if (loaded.result == LookupResult::hit) {
-      ++whole;
-      CHECK(test::same_data(*loaded.snapshot, test::raw_model(32, 32)));
-    } else {
-      ++none;
-      // The dead writer's leftovers are recognised and collected, except one killed before it
-      // had locked its lease (and marked it): nothing tells that from a live writer about to,
-      // so gc gives such a directory an hour (docs/cli.md).
-      (void)collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
-      for (const auto& left : std::filesystem::directory_iterator(cache.path() + "/tmp")) {
-        INFO("left in tmp/: " << left.path());
-        const auto lease = left.path() / "lease";
-        CHECK((!std::filesystem::exists(lease) || std::filesystem::file_size(lease) == 0));
-      }
-    }
-  }
-  WARN(rounds << " writers killed: " << whole << " left a whole entry, " << none << " none");
-  CHECK(whole + none == rounds);
+  test::KillTrials trials;
+  trials.writer = [](const std::string& cache) { return std::vector<std::string>{"publish", cache, "32", "32"}; };
+  trials.seed = 32;
+  trials.mib = 32;
+  trials.rounds = 12;
+  trials.rng_seed = 1234;
+  const test::KillCounts counts = test::run_kill_trials(trials);
+  WARN(counts.whole + counts.none << " writers killed: " << counts.whole << " left a whole entry, " << counts.none
+                                  << " none");
 }
 
 TEST_CASE("a lease held by another process blocks eviction until that process ends", "[store][process]") {

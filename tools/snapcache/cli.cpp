@@ -51,6 +51,16 @@ Store& Context::store() {
   return *store_;
 }
 
+Store& Context::store_creating() {
+  if (store_) return *store_;
+  Config c = config();
+  c.mode = CacheMode::enabled;
+  auto opened = Store::open(std::move(c), posix_file_system());
+  if (!opened) throw CliError(kFailure, opened.status().message());
+  store_ = std::move(*opened);
+  return *store_;
+}
+
 std::vector<EntryInfo> entries_or_fail(Store& store) {
   auto entries = list_entries(store);
   if (!entries) throw CliError(kFailure, entries.status().message());

@@ -49,6 +49,8 @@ class Context {
   // The cache named by the configuration. It must exist: inspecting a mistyped directory should
   // say so, not create an empty cache there.
   Store& store();
+  // The same, created when absent (a cache an import fills).
+  Store& store_creating();
 
  private:
   std::optional<Config> config_;

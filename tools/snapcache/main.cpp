@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       add_ls(app, ctx.options),    add_inspect(app, ctx.options), add_verify(app, ctx.options),
       add_evict(app, ctx.options), add_gc(app, ctx.options),      add_stats(app, ctx.options),
       add_config(app, ctx.options), add_why(app, ctx.options),   add_donors(app, ctx.options),
+      add_export(app, ctx.options), add_import(app, ctx.options),
   };
 
   try {

@@ -32,5 +32,7 @@ Command add_stats(CLI::App& app, GlobalOptions& options);
 Command add_config(CLI::App& app, GlobalOptions& options);
 Command add_why(CLI::App& app, GlobalOptions& options);
 Command add_donors(CLI::App& app, GlobalOptions& options);
+Command add_export(CLI::App& app, GlobalOptions& options);
+Command add_import(CLI::App& app, GlobalOptions& options);
 
 }  // namespace snapcache::cli

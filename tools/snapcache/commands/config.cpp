@@ -26,6 +26,8 @@ int run(Context& ctx) {
       {"enabled", "enabled", "mode", c.enabled(), c.enabled() ? "yes" : "no"},
       {"capacity_bytes", "capacity", "capacity", c.capacity_bytes, size(c.capacity_bytes)},
       {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes)},
+      {"secondary", "secondary", "secondary", c.secondary_directory.empty() ? json(nullptr) : json(c.secondary_directory),
+       c.secondary_directory.empty() ? "none" : c.secondary_directory},
   };
   const std::string default_file = Config::default_config_file();
   if (ctx.options.json) {

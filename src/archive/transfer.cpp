@@ -1,0 +1,224 @@
+// export_entries and import_archive: the archive codec joined to the store's verifying entry
+// reader and writer (store/entry_stream.h).
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "util/fmt.h"
+
+#include "archive/archive_codec.h"
+#include "format/manifest.h"
+#include "snapcache/archive.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/text.h"
+#include "store/entry_stream.h"
+#include "store/layout.h"
+#include "util/parallel.h"
+
+namespace snapcache {
+
+const char* to_string(ImportResult r) {
+  switch (r) {
+    case ImportResult::imported: return "imported";
+    case ImportResult::already_present: return "already_present";
+    case ImportResult::skipped: return "skipped";
+    case ImportResult::refused: return "refused";
+    case ImportResult::failed: return "failed";
+  }
+  return "?";
+}
+
+ArchiveSink fd_sink(int fd) {
+  return [fd](const void* data, std::size_t size) -> Status {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::from_errno(errno, "write the archive");
+      p += n;
+      size -= static_cast<std::size_t>(n);
+    }
+    return Status::ok();
+  };
+}
+
+ArchiveSource fd_source(int fd) {
+  return [fd](void* data, std::size_t size) -> Result<std::size_t> {
+    for (;;) {
+      const ssize_t n = ::read(fd, data, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::from_errno(errno, "read the archive");
+      return static_cast<std::size_t>(n);
+    }
+  };
+}
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<ExportSummary> export_entries(Store& store, const std::vector<std::string>& ids, const ArchiveSink& sink,
+                                     const ExportOptions& options,
+                                     const std::function<void(const ExportedEntry&)>& on_entry) {
+  const auto started = std::chrono::steady_clock::now();
+  ExportSummary summary;
+  std::uint64_t written = 0;
+  ArchiveSink counting = [&](const void* data, std::size_t size) {
+    written += size;
+    return sink(data, size);
+  };
+  const std::size_t threads = options.threads ? options.threads : util::worker_count();
+  auto encoder = archive::Encoder::open(counting, options.level, threads);
+  if (!encoder) return encoder.status();
+  for (const std::string& id : ids) {
+    ExportedEntry e;
+    e.id = id;
+    // The lease keeps evictors away while the entry is read.
+    auto reader = store::EntryReader::open(store.fs(), store.entry_path(id), id, store::ReaderLease::shared);
+    if (!reader) {
+      const StatusCode code = reader.status().code();
+      if (code == StatusCode::busy || code == StatusCode::not_found) {
+        e.status = reader.status();
+        if (on_entry) on_entry(e);
+        summary.entries.push_back(std::move(e));
+        continue;
+      }
+      return Status(code, fmt::format("entry {}: {}", id, reader.status().message()));
+    }
+    const Manifest& m = reader->manifest();
+    e.component = m.key.component;
+    e.bytes = store::stream_bytes(m);
+    // The manifest as the cache holds it, re-encoded from the checked copy: the same bytes.
+    const std::string manifest_bytes = format::encode_manifest(m);
+    Status st = (*encoder)->begin_entry(id, manifest_bytes, m);
+    if (st) st = reader->read([&](std::uint32_t, const void* data, std::size_t size) { return (*encoder)->data(data, size); });
+    if (st) st = (*encoder)->end_entry();
+    if (!st) {
+      if (is_entry_damage(st.code()))
+        return Status(st.code(), fmt::format("entry {} is damaged: {} (run `snapcache verify --repair {}`)", id,
+                                             st.message(), store::short_id(id)));
+      return Status(st.code(), fmt::format("entry {}: {}", id, st.message()), st.sys_errno());
+    }
+    summary.data_bytes += e.bytes;
+    if (on_entry) on_entry(e);
+    summary.entries.push_back(std::move(e));
+  }
+  SNAPCACHE_RETURN_IF_ERROR((*encoder)->finish());
+  summary.archive_bytes = written;
+  summary.seconds = since(started);
+  return summary;
+}
+
+namespace {
+
+ImportResult import_result_of(const PublishOutcome& out) {
+  switch (out.result) {
+    case PublishResult::published: return ImportResult::imported;
+    case PublishResult::already_present: return ImportResult::already_present;
+    case PublishResult::skipped: return ImportResult::skipped;
+    case PublishResult::failed: return is_entry_damage(out.status.code()) ? ImportResult::refused : ImportResult::failed;
+  }
+  return ImportResult::failed;
+}
+
+}  // namespace
+
+ImportSummary import_archive(Store& store, const ArchiveSource& source, const ImportOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  ImportSummary summary;
+  archive::Decoder decoder(source);
+  auto decide = [&](ImportedEntry e) {
+    if (options.on_entry) options.on_entry(e);
+    summary.entries.push_back(std::move(e));
+  };
+  auto end = [&](Status st) {
+    summary.status = std::move(st);
+    summary.archive_bytes = decoder.bytes_in();
+    summary.seconds = since(started);
+    return summary;
+  };
+  if (Status st = decoder.open(); !st) return end(st);
+  for (;;) {
+    auto next = decoder.next();
+    if (!next) return end(next.status());
+    if (!next->has_value()) break;
+    archive::DecodedEntry& entry = **next;
+    ImportedEntry e;
+    e.id = entry.id;
+    e.key = entry.manifest.key;
+    e.bytes = store::stream_bytes(entry.manifest);
+    if (std::string why = options.screen ? options.screen(entry.manifest.key) : std::string(); !why.empty()) {
+      if (Status st = decoder.data({}); !st) return end(st);
+      e.result = ImportResult::skipped;
+      e.reason = why;
+      decide(std::move(e));
+      continue;
+    }
+    auto begun = store::EntryWriter::begin(store, std::move(entry.manifest), entry.id);
+    if (!begun.writer) {
+      // Nothing to write (present, no room, refused): its bytes are read past.
+      if (Status st = decoder.data({}); !st) return end(st);
+      e.result = import_result_of(begun.outcome);
+      e.reason = begun.outcome.status.message();
+      e.evicted = begun.outcome.evicted;
+      decide(std::move(e));
+      continue;
+    }
+    store::EntryWriter& writer = *begun.writer;
+    Status written = Status::ok();
+    // A chunk that fails its checksum refuses the entry; the rest of its bytes are read past (they
+    // stay in step with the stream) and the next entry is imported as usual.
+    Status read = decoder.data([&](std::uint32_t, const void* data, std::size_t size) {
+      if (written) written = writer.write(data, size);
+      return Status::ok();
+    });
+    PublishOutcome out = read ? writer.finish() : writer.abandon(read);
+    summary.data_bytes += writer.received();
+    e.result = import_result_of(out);
+    e.reason = out.status.message();
+    e.evicted = out.evicted;
+    decide(std::move(e));
+    if (!read) return end(read);
+  }
+  return end(decoder.close());
+}
+
+KeyMatch match_key_here(FileSystem& fs, const Key& key, const TorchIdentity& here) {
+  KeyMatch match;
+  if (!(key.torch == here))
+    match.never.push_back(fmt::format("it was built with torch {} (cuda {}, {} ABI) and this machine has torch {} "
+                                      "(cuda {}, {} ABI)",
+                                      key.torch.version, key.torch.cuda_version.empty() ? "none" : key.torch.cuda_version,
+                                      key.torch.cxx_abi, here.version, here.cuda_version.empty() ? "none" : here.cuda_version,
+                                      here.cxx_abi));
+  for (const CheckpointFile& f : key.checkpoint) {
+    if (!f.content_digest.empty()) continue;
+    // Keyed by identity: a load hits only where this very file (same device, inode and times) is
+    // at this path, which a copy to another machine never is.
+    auto st = fs.stat(f.path);
+    const bool same = st && st->size == f.size && st->mtime_ns == f.mtime_ns && st->ctime_ns == f.ctime_ns &&
+                      st->device == f.device && st->inode == f.inode;
+    if (!same) {
+      match.never.push_back(fmt::format(
+          "its checkpoint file {} is keyed by file identity (path, inode, times), not by content, and {}; turn on "
+          "content hashing where the entry is built so that it hits wherever the bytes are the same",
+          f.path, st ? "the file here is another one" : "there is no such file here"));
+      break;  // one file says it; the rest would repeat it
+    }
+  }
+  bool by_content = !key.checkpoint.empty();
+  for (const auto& f : key.checkpoint) by_content = by_content && !f.content_digest.empty();
+  if (by_content) match.notes.push_back("keyed by checkpoint content: hits where the checkpoint has the same bytes");
+  const Topology& t = key.topology;
+  match.notes.push_back(fmt::format("hits a load at tp rank {} of {}, pp rank {} of {}", t.tp_rank, t.tp_size, t.pp_rank,
+                                    t.pp_size));
+  return match;
+}
+
+}  // namespace snapcache

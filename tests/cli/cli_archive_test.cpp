@@ -1,0 +1,177 @@
+// snapcache export and import: an archive through a real pipe between two processes, from a
+// file, from stdin; what import says about entries this machine would never hit; the secondary
+// store shown by `snapcache config`.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "cli_fixtures.h"
+#include "cli_runner.h"
+#include "support/catch.h"
+
+using namespace snapcache;
+using namespace snapcache::test;
+
+extern char** environ;
+
+namespace {
+
+// `snapcache ARGS` with stdin and stdout on the given descriptors, stderr into `err_path`, in an
+// environment without SNAPCACHE_* settings.
+pid_t spawn_cli(const std::vector<std::string>& args, int in_fd, int out_fd, const std::string& err_path) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!std::string(*e).starts_with("SNAPCACHE_") && !std::string(*e).starts_with("HOME=") &&
+        !std::string(*e).starts_with("XDG_"))
+      env.push_back(*e);
+  env.push_back("HOME=/nonexistent/snapcache-cli-test-home");
+  std::vector<std::string> argv_s{SNAPCACHE_CLI};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv_s[0].c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("cli export piped into import in another process fills another cache that hits and verifies",
+          "[cli][archive]") {
+  Cache source;
+  const std::string a = source.publish(61, 2);
+  const std::string b = source.publish(62, 1);
+  Cache target;
+  TempDir io;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int out = ::open((io / "import.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t exporter = spawn_cli({"--dir", source.path(), "export", a.substr(0, 10), b, "-o", "-", "--threads", "2"},
+                                   devnull, fds[1], io / "export.err");
+  const pid_t importer = spawn_cli({"--dir", target.path(), "import", "-", "--json"}, fds[0], out, io / "import.err");
+  ::close(fds[0]);
+  ::close(fds[1]);
+  const int export_rc = wait_exit(exporter);
+  const int import_rc = wait_exit(importer);
+  ::close(out);
+  ::close(devnull);
+  const std::string export_err = read_bytes(io / "export.err");
+  const std::string import_out = read_bytes(io / "import.out");
+  INFO("export: " << export_err << "\nimport: " << import_out << read_bytes(io / "import.err"));
+  CHECK(export_rc == 0);
+  CHECK(import_rc == 0);
+  CHECK(contains(export_err, "exported " + a.substr(0, 12)));  // the archive is on stdout, words on stderr
+  auto j = nlohmann::json::parse(import_out);
+  CHECK(j["imported"] == 2);
+  CHECK(j["status"] == "ok");
+  REQUIRE(j["entries"].size() == 2);
+  CHECK(j["entries"][0]["id"] == a);
+  CHECK(j["entries"][0]["result"] == "imported");
+  // The test keys carry a fixed torch identity and checkpoint files that do not exist: import says
+  // a load here would never hit them, and imports them anyway.
+  CHECK_FALSE(j["entries"][0]["never_hits_here"].empty());
+
+  for (int seed : {61, 62}) {
+    auto hit = target.store->lookup(store_key(seed));
+    REQUIRE(hit.result == LookupResult::hit);
+    CHECK(same_data(*hit.snapshot, raw_model(seed, seed == 61 ? 2 : 1)));
+  }
+  auto verify = run_cli(with_dir(target, {"verify", "--json"}));
+  CHECK(verify.exit_code == 0);
+  CHECK(verify.json()["checked"] == 2);
+  CHECK(verify.json()["damaged"] == 0);
+}
+
+TEST_CASE("cli import reads a file or stdin, says what it did, and refuses a damaged archive", "[cli][archive]") {
+  Cache source;
+  const std::string id = source.publish(63, 1);
+  TempDir io;
+  const std::string archive = io / "one.snapcache";
+  auto exported = run_cli(with_dir(source, {"export", id, "-o", archive}));
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(contains(exported.out, "1 entry of"));
+  CHECK(list_names(io.path()) == std::vector<std::string>{"one.snapcache"});  // no temporary left
+
+  Cache target;
+  auto first = run_cli(with_dir(target, {"import", archive}));
+  INFO(first.out << first.err);
+  CHECK(first.exit_code == 0);
+  CHECK(contains(first.out, "imported " + id.substr(0, 12)));
+  CHECK(contains(first.out, "warning: a load here would never hit it"));
+  CHECK(contains(first.out, "torch"));
+  auto again = run_cli(with_dir(target, {"import", archive}));
+  CHECK(again.exit_code == 0);
+  CHECK(contains(again.out, "present  " + id.substr(0, 12)));
+
+  // From stdin, with --require-match: entries this machine cannot hit are skipped with the reason.
+  Cache strict;
+  TempDir io2;
+  const int in = ::open(archive.c_str(), O_RDONLY | O_CLOEXEC);
+  const int out = ::open((io2 / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int rc = wait_exit(spawn_cli({"--dir", strict.path(), "import", "-", "--require-match"}, in, out, io2 / "err"));
+  ::close(in);
+  ::close(out);
+  const std::string said = read_bytes(io2 / "out");
+  INFO(said << read_bytes(io2 / "err"));
+  CHECK(rc == 0);
+  CHECK(contains(said, "skipped  " + id.substr(0, 12)));
+  CHECK(contains(said, "--require-match"));
+  CHECK(count_entries(strict.path() + "/entries") == 0);
+
+  // A damaged archive: refused, exit 1, nothing published.
+  std::string bytes = read_bytes(archive);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x20);
+  write_bytes(io / "bad.snapcache", bytes);
+  Cache victim;
+  auto bad = run_cli(with_dir(victim, {"import", io / "bad.snapcache"}));
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 1);
+  CHECK(count_entries(victim.path() + "/entries") == 0);
+  CHECK(count_entries(victim.path() + "/tmp") == 0);
+
+  auto not_archive = run_cli(with_dir(victim, {"import", archive + ".missing"}));
+  CHECK(not_archive.exit_code == 3);
+}
+
+TEST_CASE("cli export refuses a terminal as its output", "[cli][archive]") {
+  Cache source;
+  const std::string id = source.publish(64, 1);
+  auto run = run_cli_on_terminal({"--dir", source.path(), "export", id, "-o", "-"});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.out, "stdout is a terminal"));
+}
+
+TEST_CASE("cli config shows the secondary store and where it was set", "[cli][archive][config]") {
+  auto run = run_cli({"config", "--json"}, {"SNAPCACHE_SECONDARY_DIR=/shared/snapcache"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  CHECK(j["settings"]["secondary"]["value"] == "/shared/snapcache");
+  CHECK(j["settings"]["secondary"]["source"] == "environment");
+  CHECK(j["settings"]["secondary"]["origin"] == "SNAPCACHE_SECONDARY_DIR");
+  auto text = run_cli({"config"}, {"SNAPCACHE_SECONDARY_DIR=/shared/snapcache"});
+  CHECK(contains(text.out, "secondary"));
+  CHECK(contains(text.out, "/shared/snapcache"));
+  CHECK(run_cli({"config"}, {"SNAPCACHE_SECONDARY_DIR=relative/dir"}).exit_code == 5);
+}

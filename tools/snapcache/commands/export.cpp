@@ -1,0 +1,120 @@
+// snapcache export: entries into one streamed, compressed archive, to a file or stdout (for a
+// pipe: `snapcache export ID | ssh host snapcache import -`). Every chunk is proven while read.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "commands/commands.h"
+#include "render.h"
+#include "snapcache/archive.h"
+
+namespace snapcache::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> ids;
+  bool all = false;
+  std::string output;
+  int level = 3;
+  std::size_t threads = 0;
+};
+
+// A file is written beside its final name and renamed there once whole: an export that fails
+// leaves no archive that looks finished.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string& path) : path_(path), temp_(fmt::format("{}.tmp-{}", path, ::getpid())) {
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw CliError(kFailure, fmt::format("cannot create {}: {}", temp_, std::strerror(errno)));
+  }
+  ~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!done_) ::unlink(temp_.c_str());
+  }
+  int fd() const { return fd_; }
+  void commit() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw CliError(kFailure, fmt::format("cannot write {}: {}", temp_, std::strerror(errno)));
+    }
+    fd_ = -1;
+    if (::rename(temp_.c_str(), path_.c_str()) != 0)
+      throw CliError(kFailure, fmt::format("cannot rename {} to {}: {}", temp_, path_, std::strerror(errno)));
+    done_ = true;
+  }
+
+ private:
+  std::string path_, temp_;
+  int fd_ = -1;
+  bool done_ = false;
+};
+
+int run(Context& ctx, const Options& o) {
+  Store& store = ctx.store();
+  std::vector<std::string> ids;
+  if (o.all) {
+    for (const auto& e : published_entries(store))
+      if (e.state == EntryState::ok) ids.push_back(e.id);
+  } else {
+    for (const auto& text : o.ids) ids.push_back(resolve_entry(store, text));
+  }
+  if (ids.empty()) throw CliError(kNotFound, "no entries to export");
+  const bool to_stdout = o.output == "-";
+  if (to_stdout && is_terminal(STDOUT_FILENO))
+    throw CliError(kUsage, "the archive is binary and stdout is a terminal: redirect it, pipe it, or use -o FILE");
+  std::optional<OutputFile> file;
+  if (!to_stdout) file.emplace(o.output);
+  // With the archive on stdout, what we say goes to stderr.
+  std::FILE* say = to_stdout ? stderr : stdout;
+  json entries = json::array();
+  auto on_entry = [&](const ExportedEntry& e) {
+    if (ctx.options.json) {
+      entries.push_back({{"id", e.id}, {"component", e.component}, {"status", e.status ? "exported" : "skipped"},
+                         {"reason", e.status ? "" : e.status.message()}, {"bytes", e.bytes}});
+      return;
+    }
+    if (e.status) fmt::print(say, "exported {}  {}  {}\n", e.id.substr(0, 12), e.component, size(e.bytes));
+    else fmt::print(say, "skipped  {}  {}\n", e.id.substr(0, 12), e.status.message());
+  };
+  ExportOptions options;
+  options.level = o.level;
+  options.threads = o.threads;
+  auto summary = export_entries(store, ids, fd_sink(to_stdout ? STDOUT_FILENO : file->fd()), options, on_entry);
+  if (!summary) throw CliError(is_entry_damage(summary.status().code()) ? kDamaged : kFailure, summary.status().message());
+  if (file) file->commit();
+  const double ratio = summary->archive_bytes ? static_cast<double>(summary->data_bytes) / static_cast<double>(summary->archive_bytes) : 0;
+  if (ctx.options.json) {
+    fmt::print(say, "{}\n", json({{"entries", entries}, {"output", o.output}, {"data_bytes", summary->data_bytes},
+                                  {"archive_bytes", summary->archive_bytes}, {"ratio", ratio},
+                                  {"seconds", summary->seconds}}).dump(2));
+  } else {
+    fmt::print(say, "{} of {} into {} ({:.2f}x) in {:.2f} s\n", summary->entries.size() == 1 ? "1 entry" :
+               fmt::format("{} entries", summary->entries.size()), size(summary->data_bytes), size(summary->archive_bytes),
+               ratio, summary->seconds);
+  }
+  for (const auto& e : summary->entries)
+    if (!e.status) return kBusy;
+  return kOk;
+}
+
+}  // namespace
+
+Command add_export(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("export", "Write entries into a compressed archive (a file, or - for stdout)");
+  auto o = std::make_shared<Options>();
+  auto* ids = cmd->add_option("ids", o->ids, "Entry ids or unique prefixes");
+  cmd->add_flag("--all", o->all, "Export every sound entry")->excludes(ids);
+  cmd->add_option("-o,--output", o->output, "Archive file, or - for stdout")->required();
+  cmd->add_option("--level", o->level, "zstd level (1..19)")->capture_default_str()->check(CLI::Range(1, 19));
+  cmd->add_option("--threads", o->threads, "zstd workers (default: one per core, at most 16)");
+  add_common_options(*cmd, options);
+  return {cmd, [o](Context& ctx) {
+            if (o->ids.empty() && !o->all) throw CliError(kUsage, "name the entries to export, or --all");
+            return run(ctx, *o);
+          }};
+}
+
+}  // namespace snapcache::cli

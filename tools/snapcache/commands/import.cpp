@@ -1,0 +1,111 @@
+// snapcache import: entries from an archive (a file, or - for stdin) into the cache, every chunk
+// proven while read and each entry published atomically; says when this machine would never hit
+// an entry (another torch, a checkpoint keyed by file identity).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "commands/commands.h"
+#include "render.h"
+#include "snapcache/archive.h"
+#include "snapcache/snapshot.h"
+
+namespace snapcache::cli {
+namespace {
+
+struct Options {
+  std::string input;
+  bool require_match = false;
+};
+
+const char* label(ImportResult r) {
+  switch (r) {
+    case ImportResult::imported: return "imported";
+    case ImportResult::already_present: return "present";
+    case ImportResult::skipped: return "skipped";
+    case ImportResult::refused: return "REFUSED";
+    case ImportResult::failed: return "FAILED";
+  }
+  return "?";
+}
+
+int run(Context& ctx, const Options& o) {
+  Store& store = ctx.store_creating();
+  int fd = STDIN_FILENO;
+  if (o.input != "-") {
+    fd = ::open(o.input.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw CliError(errno == ENOENT ? kNotFound : kFailure, fmt::format("cannot open {}: {}", o.input, std::strerror(errno)));
+  }
+  const TorchIdentity here = current_torch_identity();
+  json entries = json::array();
+  ImportOptions options;
+  std::map<std::string, KeyMatch> matches;
+  options.screen = [&](const Key& key) -> std::string {
+    KeyMatch m = match_key_here(store.fs(), key, here);
+    std::string why = o.require_match && !m.may_hit() ? "a load here would never hit it (--require-match): " + m.never.front() : "";
+    matches[key_id(key)] = std::move(m);
+    return why;
+  };
+  options.on_entry = [&](const ImportedEntry& e) {
+    const KeyMatch& m = matches[e.id];
+    const std::string component = e.key ? e.key->component : "-";
+    if (ctx.options.json) {
+      entries.push_back({{"id", e.id}, {"component", component}, {"result", to_string(e.result)}, {"reason", e.reason},
+                         {"bytes", e.bytes}, {"evicted", e.evicted}, {"never_hits_here", m.never}, {"notes", m.notes}});
+      return;
+    }
+    fmt::print("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
+               e.reason.empty() ? "" : "  " + e.reason);
+    if (e.result == ImportResult::imported || e.result == ImportResult::already_present)
+      for (const auto& why : m.never) fmt::print("         warning: a load here would never hit it: {}\n", why);
+    std::fflush(stdout);
+  };
+  ImportSummary summary = import_archive(store, fd_source(fd), options);
+  if (fd != STDIN_FILENO) ::close(fd);
+  std::size_t imported = 0, present = 0, skipped = 0, refused = 0, failed = 0;
+  for (const auto& e : summary.entries) {
+    switch (e.result) {
+      case ImportResult::imported: ++imported; break;
+      case ImportResult::already_present: ++present; break;
+      case ImportResult::skipped: ++skipped; break;
+      case ImportResult::refused: ++refused; break;
+      case ImportResult::failed: ++failed; break;
+    }
+  }
+  const double rate = summary.seconds > 0 ? static_cast<double>(summary.data_bytes) / summary.seconds : 0;
+  if (ctx.options.json) {
+    print_json({{"entries", entries}, {"status", summary.status ? "ok" : "error"},
+                {"reason", summary.status ? "" : summary.status.message()}, {"imported", imported},
+                {"already_present", present}, {"skipped", skipped}, {"refused", refused}, {"failed", failed},
+                {"data_bytes", summary.data_bytes}, {"archive_bytes", summary.archive_bytes},
+                {"seconds", summary.seconds}});
+  } else {
+    fmt::print("{} imported, {} already present, {} skipped, {} refused, {} failed; {} read in {:.2f} s ({}/s)\n",
+               imported, present, skipped, refused, failed, size(summary.data_bytes), summary.seconds,
+               size(static_cast<std::uint64_t>(rate)));
+  }
+  if (!summary.status) {
+    std::fflush(stdout);
+    fmt::print(stderr, "snapcache: {}: {}\n", o.input == "-" ? "stdin" : o.input, summary.status.message());
+  }
+  if (refused || (!summary.status && is_entry_damage(summary.status.code()))) return kDamaged;
+  if (failed || !summary.status) return kFailure;
+  return kOk;
+}
+
+}  // namespace
+
+Command add_import(CLI::App& app, GlobalOptions& options) {
+  auto* cmd = app.add_subcommand("import", "Read entries from an archive (a file, or - for stdin) into the cache");
+  auto o = std::make_shared<Options>();
+  cmd->add_option("input", o->input, "Archive file, or - for stdin")->required();
+  cmd->add_flag("--require-match", o->require_match,
+                "Skip entries a load on this machine would never hit (another torch, a checkpoint keyed by file identity)");
+  add_common_options(*cmd, options);
+  return {cmd, [o](Context& ctx) { return run(ctx, *o); }};
+}
+
+}  // namespace snapcache::cli
