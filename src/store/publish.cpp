@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "util/fmt.h"
@@ -157,7 +158,7 @@ class PendingEntry {
 Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> sources,
                                std::vector<TensorRecord> tensors, std::uint64_t chunk_size) {
   Manifest m;
-  m.key = key;
+  m.key = key_identity(key);  // what the manifest stores and decodes to
   m.creation = {util::now_unix_ns(), kVersion, host_name(), static_cast<std::uint32_t>(::getpid())};
   DataFile file;
   file.name = store::data_file_name(0);
@@ -180,24 +181,53 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
   return m;
 }
 
+// A publication's room in the cache, taken under the ReservationLock (store/capacity.h): its
+// directory in tmp/ with the lease locked and marked, and its data file and manifest created at
+// their full sizes. Whoever measures the cache next counts these bytes.
+struct Reservation {
+  PendingEntry entry;
+  UniqueFd data;
+  UniqueFd manifest;
+};
+
+// Read-only from the start: an accidental write to a published entry (which every loader maps) is
+// refused, and no chmod after the data changes the identity recorded for it.
+Result<UniqueFd> create_at_size(FileSystem& fs, const std::string& path, std::uint64_t size) {
+  auto fd = fs.open(path, OpenMode::create_read_only);
+  if (!fd) return fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(fs.allocate(fd->get(), size));
+  // A file system that cannot preallocate leaves the size at 0, and the reservation would be
+  // invisible to the next publisher's measure: a zero at the end gives the file its size.
+  auto id = fs.fstat(fd->get());
+  if (!id) return id.status();
+  if (size > 0 && id->size < size) SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), "", 1, size - 1));
+  return fd;
+}
+
+Result<Reservation> reserve(FileSystem& fs, const std::string& tmp_path, const Manifest& m,
+                            std::uint64_t manifest_bytes) {
+  auto entry = PendingEntry::create(fs, tmp_path);
+  if (!entry) return entry.status();
+  auto data = create_at_size(fs, entry->file(m.files[0].name), m.files[0].size);
+  if (!data) return data.status();
+  auto manifest = create_at_size(fs, entry->file(store::kManifestFile), manifest_bytes);
+  if (!manifest) return manifest.status();
+  return Reservation{std::move(*entry), std::move(*data), std::move(*manifest)};
+}
+
 // Writes the data file (hashing each chunk as it goes) and records the identity it has once
 // durable: a load that sees that identity again trusts these hashes.
-Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
+Status write_data(FileSystem& fs, int data, Manifest& m, std::span<const StorageSource> sources,
                   std::size_t threads) {
   DataFile& df = m.files[0];
-  // Read-only from the start: an accidental write to a published entry (which every loader maps)
-  // is refused, and no chmod after the data changes the identity recorded below.
-  auto data = fs.open(entry.file(df.name), OpenMode::create_read_only);
-  if (!data) return data.status();
-  SNAPCACHE_RETURN_IF_ERROR(fs.allocate(data->get(), df.size));
   SNAPCACHE_RETURN_IF_ERROR(util::parallel_for(df.chunk_hashes.size(), threads, [&](std::size_t c) -> Status {
-    auto h = write_chunk(fs, data->get(), df, m.storages, sources, c);
+    auto h = write_chunk(fs, data, df, m.storages, sources, c);
     if (!h) return h.status();
     df.chunk_hashes[c] = *h;
     return Status::ok();
   }));
-  SNAPCACHE_RETURN_IF_ERROR(fs.fsync(data->get()));
-  auto identity = fs.fstat(data->get());
+  SNAPCACHE_RETURN_IF_ERROR(fs.fsync(data));
+  auto identity = fs.fstat(data);
   if (!identity) return identity.status();
   if (identity->size != df.size)
     return Status(StatusCode::io_error, fmt::format("data file is {} bytes after writing {}", identity->size, df.size));
@@ -207,15 +237,15 @@ Status write_data(FileSystem& fs, const PendingEntry& entry, Manifest& m, std::s
   return Status::ok();
 }
 
-Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
+// The manifest's bytes fill the file reserved for them exactly: every field publication fills in
+// after planning (chunk hashes, the data file's identity) has a fixed width.
+Status write_manifest(FileSystem& fs, int fd, const Manifest& m, std::uint64_t reserved_bytes) {
   std::string bytes = format::encode_manifest(m);
-  if (bytes.size() > format::kMaxManifestBytes)  // no load would read it
-    return Status(StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
-                                                       format_size(bytes.size()), format_size(format::kMaxManifestBytes)));
-  auto fd = fs.open(entry.file(store::kManifestFile), OpenMode::create_read_only);
-  if (!fd) return fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));
-  return fs.fsync(fd->get());
+  if (bytes.size() != reserved_bytes)
+    return Status(StatusCode::io_error, fmt::format("the manifest is {} bytes, {} were reserved", bytes.size(),
+                                                    reserved_bytes));
+  SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd, bytes.data(), bytes.size(), 0));
+  return fs.fsync(fd);
 }
 
 }  // namespace
@@ -249,24 +279,40 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
   if (!planned) return finish(PublishResult::failed, planned.status());
   Manifest& m = *planned;
   out.bytes = m.files[0].size;
+  // Its length is known now (see write_manifest), and so is every byte the entry will take.
+  const std::uint64_t manifest_bytes = format::encode_manifest(m).size();
+  if (manifest_bytes > format::kMaxManifestBytes)  // no load would read it
+    return finish(PublishResult::failed,
+                  {StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
+                                                        format_size(manifest_bytes), format_size(format::kMaxManifestBytes))});
+  const std::uint64_t entry_bytes = out.bytes + manifest_bytes + store::kLeaseTakenMark.size();
 
   const std::string final_path = entry_path(out.entry_id);
   if (fs_->stat(final_path + "/" + store::kManifestFile)) return finish(PublishResult::already_present, {});
 
   // Dead writers' leftovers first: no grace (a live writer holds its lease), no strays.
   (void)collect_garbage(*this, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
-  const std::uint64_t manifest_estimate = 4096 + 64 * m.tensors.size() + 8 * m.files[0].chunk_hashes.size();
-  if (Status st = store::make_room(*this, out.bytes + manifest_estimate, out.evicted); !st)
-    return finish(PublishResult::skipped, st);
+  std::optional<Reservation> reserved;
+  {
+    // Room is made and taken under one lock, so two publishers never both count the same room.
+    auto lock = store::ReservationLock::take(*this);
+    if (!lock)
+      return finish(lock.status().code() == StatusCode::busy ? PublishResult::skipped : PublishResult::failed,
+                    lock.status());
+    if (Status st = store::make_room(*this, *lock, entry_bytes, out.evicted); !st)
+      return finish(PublishResult::skipped, st);
+    auto taken = reserve(*fs_, config_.directory + "/" + store::kTmpDir + "/" + out.entry_id + "." + unique_suffix(),
+                         m, manifest_bytes);
+    if (!taken) return finish(PublishResult::failed, taken.status().with_context("publish"));
+    reserved.emplace(std::move(*taken));
+  }
 
-  auto entry = PendingEntry::create(
-      *fs_, config_.directory + "/" + store::kTmpDir + "/" + out.entry_id + "." + unique_suffix());
-  Status st = entry.status();
-  if (st) st = write_data(*fs_, *entry, m, sources, options.threads ? options.threads : util::worker_count());
-  if (st) st = write_manifest(*fs_, *entry, m);
+  Status st = write_data(*fs_, reserved->data.get(), m, sources,
+                         options.threads ? options.threads : util::worker_count());
+  if (st) st = write_manifest(*fs_, reserved->manifest.get(), m, manifest_bytes);
   if (!st) return finish(PublishResult::failed, st.with_context("publish"));
   // If another process published the same key first, its entry stands and ours goes.
-  auto committed = entry->commit(final_path);
+  auto committed = reserved->entry.commit(final_path);
   if (!committed) return finish(PublishResult::failed, committed.status().with_context("publish"));
   if (*committed == PendingEntry::Commit::already_present) return finish(PublishResult::already_present, {});
   if (Status synced = fs_->fsync_directory(config_.directory + "/" + store::kEntriesDir); !synced) {
