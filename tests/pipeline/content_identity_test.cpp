@@ -63,15 +63,6 @@ ChildLoad load_in_new_process(const std::string& checkpoint, const std::string& 
   return out;
 }
 
-// A copy of `from` at `to`: same bytes, another inode, a new mtime and ctime.
-void copy_file(const std::string& from, const std::string& to) {
-  test::write_bytes(to, test::read_bytes(from));
-  struct stat a {}, b {};
-  REQUIRE(::stat(from.c_str(), &a) == 0);
-  REQUIRE(::stat(to.c_str(), &b) == 0);
-  REQUIRE(a.st_ino != b.st_ino);
-}
-
 // Publishes the demo checkpoint at `checkpoint` into `cache` in this process; returns the model.
 LoadedModel publish(const std::string& checkpoint, const std::string& cache, bool hash_contents) {
   auto store = *Store::open(test::test_config(cache), posix_file_system());
@@ -83,6 +74,28 @@ LoadedModel publish(const std::string& checkpoint, const std::string& cache, boo
   REQUIRE(published.result == PublishResult::published);
   return std::move(*model);
 }
+
+// The demo checkpoint at a/, published from there into the cache, then copied to b/: same bytes,
+// another path and inode, a new mtime and ctime.
+struct CopiedCheckpoint {
+  test::TempDir dir;
+  std::string at_a = dir / "a/model.safetensors";
+  std::string at_b = dir / "b/model.safetensors";
+  std::string cache = dir / "cache";
+  LoadedModel built;
+
+  explicit CopiedCheckpoint(bool hash_contents) {
+    REQUIRE(::mkdir((dir / "a").c_str(), 0755) == 0);
+    REQUIRE(::mkdir((dir / "b").c_str(), 0755) == 0);
+    REQUIRE(demo::write_checkpoint(test::small_dit_config(), at_a).is_ok());
+    built = publish(at_a, cache, hash_contents);
+    test::write_bytes(at_b, test::read_bytes(at_a));
+    struct stat a {}, b {};
+    REQUIRE(::stat(at_a.c_str(), &a) == 0);
+    REQUIRE(::stat(at_b.c_str(), &b) == 0);
+    REQUIRE(a.st_ino != b.st_ino);
+  }
+};
 
 }  // namespace
 
@@ -102,63 +115,45 @@ TEST_CASE("content identity: the load of a second process", "[.child]") {
   std::fflush(stdout);
 }
 
-TEST_CASE("with content hashing, a copy of the checkpoint at another path hits in a new process; other bytes miss "
+TEST_CASE("with content hashing, a copy of the checkpoint at another path hits in a new process, and other bytes miss "
           "naming the digest",
           "[pipeline][content-identity]") {
-  test::TempDir dir;
-  ::mkdir((dir / "a").c_str(), 0755);
-  ::mkdir((dir / "b").c_str(), 0755);
-  const std::string at_a = dir / "a/model.safetensors";
-  const std::string at_b = dir / "b/model.safetensors";
-  REQUIRE(demo::write_checkpoint(test::small_dit_config(), at_a).is_ok());
-  const std::string cache = dir / "cache";
-  const LoadedModel built = publish(at_a, cache, /*hash_contents=*/true);
-  copy_file(at_a, at_b);
-
-  ChildLoad copied = load_in_new_process(at_b, cache, /*hash_contents=*/true);
+  const CopiedCheckpoint f(/*hash_contents=*/true);
+  ChildLoad copied = load_in_new_process(f.at_b, f.cache, /*hash_contents=*/true);
   CHECK(copied.path == "hit");
-  CHECK(copied.fingerprint == fingerprint_of(built));
+  CHECK(copied.fingerprint == fingerprint_of(f.built));
   // The entry records the bytes, not where they were.
-  auto store = *Store::open(test::test_config(cache), posix_file_system());
+  auto store = *Store::open(test::test_config(f.cache), posix_file_system());
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   REQUIRE(entries->size() == 1);
   REQUIRE((*entries)[0].manifest.has_value());
   const CheckpointFile& stored = (*entries)[0].manifest->key.checkpoint.at(0);
   CHECK(stored.path.empty());
-  CHECK(stored.size == test::file_size(at_a));
+  CHECK(stored.size == test::file_size(f.at_a));
   CHECK(stored.content_digest.size() == 32);
 
   // One byte changed at B, same size, mtime put back: the ctime still moves, so the digest is
   // taken again, and the load misses naming it.
   struct stat before {};
-  REQUIRE(::stat(at_b.c_str(), &before) == 0);
-  test::flip_byte(at_b, test::file_size(at_b) - 1);
+  REQUIRE(::stat(f.at_b.c_str(), &before) == 0);
+  test::flip_byte(f.at_b, test::file_size(f.at_b) - 1);
   const struct timespec times[2] = {before.st_atim, before.st_mtim};
-  REQUIRE(::utimensat(AT_FDCWD, at_b.c_str(), times, 0) == 0);
-  ChildLoad changed = load_in_new_process(at_b, cache, /*hash_contents=*/true);
+  REQUIRE(::utimensat(AT_FDCWD, f.at_b.c_str(), times, 0) == 0);
+  ChildLoad changed = load_in_new_process(f.at_b, f.cache, /*hash_contents=*/true);
   CHECK(changed.path == "miss");
   CHECK(changed.reason.find("checkpoint[0].content_digest") != std::string::npos);
   CHECK(changed.reason.find(stored.content_digest) != std::string::npos);
   CHECK(changed.reason.find(".path") == std::string::npos);
-  CHECK(changed.fingerprint != fingerprint_of(built));
+  CHECK(changed.fingerprint != fingerprint_of(f.built));
 }
 
 TEST_CASE("without content hashing, a copy of the checkpoint at another path misses naming its identity",
           "[pipeline][content-identity]") {
-  test::TempDir dir;
-  ::mkdir((dir / "a").c_str(), 0755);
-  ::mkdir((dir / "b").c_str(), 0755);
-  const std::string at_a = dir / "a/model.safetensors";
-  const std::string at_b = dir / "b/model.safetensors";
-  REQUIRE(demo::write_checkpoint(test::small_dit_config(), at_a).is_ok());
-  const std::string cache = dir / "cache";
-  const LoadedModel built = publish(at_a, cache, /*hash_contents=*/false);
-  copy_file(at_a, at_b);
-
-  ChildLoad copied = load_in_new_process(at_b, cache, /*hash_contents=*/false);
+  const CopiedCheckpoint f(/*hash_contents=*/false);
+  ChildLoad copied = load_in_new_process(f.at_b, f.cache, /*hash_contents=*/false);
   CHECK(copied.path == "miss");
-  CHECK(copied.reason.find("checkpoint[0].path " + at_b + " != " + at_a) != std::string::npos);
+  CHECK(copied.reason.find("checkpoint[0].path " + f.at_b + " != " + f.at_a) != std::string::npos);
   CHECK(copied.reason.find("inode") != std::string::npos);
-  CHECK(copied.fingerprint == fingerprint_of(built));  // the same weights, loaded the ordinary way
+  CHECK(copied.fingerprint == fingerprint_of(f.built));  // the same weights, loaded the ordinary way
 }
