@@ -18,7 +18,7 @@ namespace snapcache::store {
 // before the data is written; writing runs in parallel.
 class ReservationLock {
  public:
-  // Waits (polling, never blocking for ever) up to kReservationWait for another publisher to
+  // Waits (polling, never blocking for ever) up to kReservationWaitSeconds for another publisher to
   // finish reserving; busy after that, with the reason.
   static Result<ReservationLock> take(Store& store);
 
