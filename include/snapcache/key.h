@@ -14,6 +14,8 @@
 
 namespace snapcache {
 
+// A checkpoint file as this process sees it: where it is, its stat identity and, optionally, the
+// digest of its bytes. What of this identifies the file in a key is checkpoint_identity().
 struct CheckpointFile {
   std::string path;
   std::uint64_t size = 0;
@@ -22,8 +24,17 @@ struct CheckpointFile {
   std::uint64_t device = 0;
   std::uint64_t inode = 0;
   std::string content_digest;  // optional: XXH3-128 hex of the bytes (see DigestMemo)
+  // With a digest the file is keyed by its bytes alone: a copy elsewhere (another path, another
+  // node) is the same checkpoint.
+  bool keyed_by_content() const { return !content_digest.empty(); }
   bool operator==(const CheckpointFile&) const = default;
 };
+
+// What identifies a checkpoint file in a key: the one rule behind the entry id (encode_key), the
+// comparison a lookup makes, and key diffs. A file keyed by content is its size and digest (path,
+// times, device and inode cleared: they say where the bytes lie, not what they are); any other
+// file is its stat identity (path, size, mtime, ctime, device, inode).
+SNAPCACHE_API CheckpointFile checkpoint_identity(const CheckpointFile& file);
 
 struct Topology {
   int tp_rank = 0;
@@ -53,11 +64,16 @@ struct Key {
   bool operator==(const Key&) const = default;
 };
 
+// The key with each checkpoint file reduced to checkpoint_identity(): what an entry stores and is
+// found by. Two keys name the same entry exactly when their identities are equal.
+SNAPCACHE_API Key key_identity(Key key);
+
 // The entry id: XXH3-128 of the canonical encoding, as 32 hex digits.
 SNAPCACHE_API std::string key_id(const Key& key);
 
-// Canonical, versioned byte encoding of a key (includes the format version, snapcache/manifest.h),
-// and its inverse; the grammar is in src/format/key_codec.h.
+// Canonical, versioned byte encoding of a key's identity (key_identity; includes the format
+// version, snapcache/manifest.h), and its inverse, which gives back key_identity(key): a file keyed
+// by content comes back without its path. The grammar is in src/format/key_codec.h.
 SNAPCACHE_API std::string encode_key(const Key& key);
 SNAPCACHE_API Result<Key> decode_key(std::string_view bytes);
 
@@ -72,6 +88,8 @@ struct KeyDifference {
   std::string wanted;  // in the key asked for
   std::string found;   // in the entry
 };
+// Compares identities (key_identity): a file keyed by content differs only in size or digest
+// ("checkpoint[0].content_digest 1f2e... != 9a8b..."), never in where it lies.
 SNAPCACHE_API std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
 // "torch.version 2.11.0 != 2.10.0, dtype bfloat16 != float16"
 SNAPCACHE_API std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);

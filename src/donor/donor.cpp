@@ -224,6 +224,9 @@ Status Donor::serve(Store* store, const LoadPlan& plan, const LoadedModel& model
     if (!packing) return packing.status();
     auto component = std::make_unique<Component>();
     component->key = std::move(*key);
+    // As consumers send it (encoded): a checkpoint keyed by content without its local path, so
+    // a consumer whose copy lies elsewhere asks for the same key.
+    component->key.disk = key_identity(std::move(component->key.disk));
     component->key_id = donor_key_id(component->key);
     component->layout = std::move(packing->layout);
     auto memory = gpu::ShareableMemory::allocate(d.ordinal(), component->layout.bytes);

@@ -38,7 +38,8 @@ std::string encode_key(const Key& key) {
   w.u8(kKeyEncodingVersion);
   w.u32(kFormatVersion);
   w.u32(static_cast<std::uint32_t>(key.checkpoint.size()));
-  for (const auto& f : key.checkpoint) {
+  for (const auto& file : key.checkpoint) {
+    const CheckpointFile f = checkpoint_identity(file);
     w.str(f.path);
     w.u64(f.size);
     w.i64(f.mtime_ns);
@@ -85,6 +86,10 @@ Result<Key> decode_key(std::string_view bytes) {
     f.device = r.u64();
     f.inode = r.u64();
     f.content_digest = r.str();
+    if (r.ok() && !(checkpoint_identity(f) == f))
+      return Status(StatusCode::foreign,
+                    "key of an older snapcache: its content-keyed checkpoint files carry their paths, so no key asks "
+                    "for its id any more");
     key.checkpoint.push_back(std::move(f));
   }
   key.source_identity = r.str();

@@ -2,6 +2,8 @@
 #include "store/capacity.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "util/fmt.h"
 
@@ -15,7 +17,9 @@ namespace snapcache {
 
 Result<std::uint64_t> total_bytes(Store& store) {
   std::uint64_t total = 0;
-  for (const char* sub : {store::kEntriesDir, store::kTmpDir, store::kTrashDir}) {
+  // In the order bytes move (a publication from tmp/ to entries/, an eviction from entries/ to
+  // trash/), so a directory renamed while it is measured is counted twice, never missed.
+  for (const char* sub : {store::kTmpDir, store::kEntriesDir, store::kTrashDir}) {
     auto bytes = tree_size(store.fs(), store.config().directory + "/" + sub);
     if (!bytes) return bytes.status().with_context("measure the cache");
     total += *bytes;
@@ -48,7 +52,25 @@ Result<std::vector<Candidate>> eviction_order(Store& store) {
 
 }  // namespace
 
-Status make_room(Store& store, std::uint64_t needed, std::vector<std::string>& evicted) {
+Result<ReservationLock> ReservationLock::take(Store& store) {
+  FileSystem& fs = store.fs();
+  auto top = fs.open_directory(store.config().directory);
+  if (!top) return top.status().with_context("lock the cache to reserve room");
+  auto tmp = fs.open_directory_at(top->get(), kTmpDir);  // never through a link planted as tmp/
+  if (!tmp) return tmp.status().with_context("lock the cache to reserve room");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kReservationWaitSeconds);
+  for (;;) {
+    Status locked = fs.lock(tmp->get(), LockMode::exclusive, LockWait::no_wait);
+    if (locked) return ReservationLock(std::move(*tmp));
+    if (locked.code() != StatusCode::busy) return locked.with_context("lock the cache to reserve room");
+    if (std::chrono::steady_clock::now() >= until)
+      return Status(StatusCode::busy, fmt::format("another publication has been making room in this cache for {} s",
+                                                  kReservationWaitSeconds));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std::vector<std::string>& evicted) {
   const Config& config = store.config();
   if (needed > config.capacity_bytes) {
     // Name what set the capacity (a flag, the settings file, the variable): that is what to change.
@@ -73,6 +95,9 @@ Status make_room(Store& store, std::uint64_t needed, std::vector<std::string>& e
     if (!over_capacity && !over_disk) return Status::ok();
     if (next == candidates->size()) {
       std::string leased_note = leased ? fmt::format("; {} leased entries could not be evicted", leased) : "";
+      // Room reserved by publications still being written is not evictable either: say so.
+      if (auto pending = tree_size(store.fs(), config.directory + "/" + kTmpDir); pending && *pending > 0)
+        leased_note += fmt::format("; publications in progress hold {}", format_size(*pending));
       if (over_capacity)
         return Status(StatusCode::no_space,
                       fmt::format("the entry needs {} but the cache holds {} of its {} capacity{}",

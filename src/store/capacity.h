@@ -10,9 +10,30 @@
 
 namespace snapcache::store {
 
+// Held while a publication makes room and reserves it: flock(LOCK_EX) on <dir>/tmp/. Publishers
+// of one cache (threads or processes, of one node or several on a shared file system) measure,
+// evict and reserve one after another, so no two count the same free room. A reservation is the
+// publication's files in tmp/ allocated at their full size (data, manifest, lease mark): a later
+// publisher measures them as cache bytes and the disk no longer has them free. The lock is let go
+// before the data is written; writing runs in parallel.
+class ReservationLock {
+ public:
+  // Waits (polling, never blocking for ever) up to kReservationWaitSeconds for another publisher to
+  // finish reserving; busy after that, with the reason.
+  static Result<ReservationLock> take(Store& store);
+
+ private:
+  explicit ReservationLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// Making room takes long only when it deletes much (each eviction removes a whole entry).
+inline constexpr int kReservationWaitSeconds = 60;
+
 // Evicts least-recently-used unleased entries until `needed` more bytes fit under the capacity
 // and the reserve, appending their ids to `evicted`; no_space with the reason if they cannot, and
-// the failure itself when the cache cannot be measured or listed.
-Status make_room(Store& store, std::uint64_t needed, std::vector<std::string>& evicted);
+// the failure itself when the cache cannot be measured or listed. The caller holds the
+// ReservationLock until its `needed` bytes are allocated in tmp/.
+Status make_room(Store& store, const ReservationLock& held, std::uint64_t needed, std::vector<std::string>& evicted);
 
 }  // namespace snapcache::store

@@ -40,17 +40,6 @@ void settle_timestamps(const FileIdentity& id) {
   if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kTickMarginNs)));
 }
 
-Status write_manifest(FileSystem& fs, const PendingEntry& entry, const Manifest& m) {
-  std::string bytes = format::encode_manifest(m);
-  if (bytes.size() > format::kMaxManifestBytes)  // no load would read it
-    return Status(StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
-                                                       format_size(bytes.size()), format_size(format::kMaxManifestBytes)));
-  auto fd = fs.open(entry.file(kManifestFile), OpenMode::create_read_only);
-  if (!fd) return fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), bytes.data(), bytes.size(), 0));
-  return fs.fsync(fd->get());
-}
-
 }  // namespace
 
 Result<PendingEntry> PendingEntry::create(FileSystem& fs, std::string tmp_path) {
@@ -75,8 +64,52 @@ Result<PendingEntry> PendingEntry::create(FileSystem& fs, std::string tmp_path) 
 }
 
 PendingEntry::PendingEntry(PendingEntry&& other) noexcept
-    : fs_(other.fs_), path_(std::move(other.path_)), lease_(std::move(other.lease_)), created_(other.created_) {
+    : fs_(other.fs_),
+      path_(std::move(other.path_)),
+      lease_(std::move(other.lease_)),
+      data_files_(std::move(other.data_files_)),
+      manifest_(std::move(other.manifest_)),
+      manifest_bytes_(other.manifest_bytes_),
+      created_(other.created_) {
   other.created_ = false;
+}
+
+namespace {
+
+Result<UniqueFd> create_at_size(FileSystem& fs, const std::string& path, std::uint64_t size) {
+  auto fd = fs.open(path, OpenMode::create_read_only);
+  if (!fd) return fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(fs.allocate(fd->get(), size));
+  // A file system that cannot preallocate leaves the size at 0, and the reservation would be
+  // invisible to the next publisher's measure: a zero at the end gives the file its size.
+  auto id = fs.fstat(fd->get());
+  if (!id) return id.status();
+  if (size > 0 && id->size < size) SNAPCACHE_RETURN_IF_ERROR(write_all(fs, fd->get(), "", 1, size - 1));
+  return fd;
+}
+
+}  // namespace
+
+Status PendingEntry::reserve(const Manifest& manifest, std::uint64_t manifest_bytes) {
+  for (const DataFile& f : manifest.files) {
+    auto fd = create_at_size(*fs_, file(f.name), f.size);
+    if (!fd) return fd.status().with_context(f.name);
+    data_files_.push_back(std::move(*fd));
+  }
+  auto fd = create_at_size(*fs_, file(kManifestFile), manifest_bytes);
+  if (!fd) return fd.status().with_context(kManifestFile);
+  manifest_ = std::move(*fd);
+  manifest_bytes_ = manifest_bytes;
+  return Status::ok();
+}
+
+Status PendingEntry::write_manifest(const Manifest& manifest) {
+  std::string bytes = format::encode_manifest(manifest);
+  if (bytes.size() != manifest_bytes_)
+    return Status(StatusCode::io_error,
+                  fmt::format("the manifest is {} bytes, {} were reserved", bytes.size(), manifest_bytes_));
+  SNAPCACHE_RETURN_IF_ERROR(write_all(*fs_, manifest_.get(), bytes.data(), bytes.size(), 0));
+  return fs_->fsync(manifest_.get());
 }
 
 PendingEntry::~PendingEntry() {
@@ -116,40 +149,61 @@ PublishOutcome& EntryCommit::finish(PublishResult result, Status status) {
   return out_;
 }
 
-std::optional<PendingEntry> EntryCommit::begin(std::uint64_t data_bytes, std::size_t tensors, std::size_t chunks) {
-  out_.bytes = data_bytes;
+bool EntryCommit::takes_entries() {
   if (!store_.config().enabled()) {
     finish(PublishResult::skipped, {StatusCode::disabled, "the cache is disabled by configuration"});
-    return std::nullopt;
+    return false;
   }
   if (!store_.unavailable()) {
     finish(PublishResult::skipped, store_.unavailable());
-    return std::nullopt;
+    return false;
   }
+  return true;
+}
+
+std::optional<PendingEntry> EntryCommit::begin(const Manifest& manifest) {
+  out_.bytes = manifest.data_bytes();
+  if (!takes_entries()) return std::nullopt;
   FileSystem& fs = store_.fs();
   const std::string final_path = store_.entry_path(out_.entry_id);
   if (fs.stat(final_path + "/" + kManifestFile)) {
     finish(PublishResult::already_present, {});
     return std::nullopt;
   }
+  // Its length is known now (see PendingEntry::write_manifest), and so is every byte the entry takes.
+  const std::uint64_t manifest_bytes = format::encode_manifest(manifest).size();
+  if (manifest_bytes > format::kMaxManifestBytes) {  // no load would read it
+    finish(PublishResult::failed,
+           {StatusCode::unsupported, fmt::format("the manifest would be {}, more than the {} a load reads",
+                                                 format_size(manifest_bytes), format_size(format::kMaxManifestBytes))});
+    return std::nullopt;
+  }
+  const std::uint64_t entry_bytes = out_.bytes + manifest_bytes + kLeaseTakenMark.size();
   // Dead writers' leftovers first: no grace (a live writer holds its lease), no strays.
   (void)collect_garbage(store_, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
-  const std::uint64_t manifest_estimate = 4096 + 64 * tensors + 8 * chunks;
-  if (Status st = make_room(store_, data_bytes + manifest_estimate, out_.evicted); !st) {
+  // Room is made and taken under one lock, so two publishers never both count the same room.
+  auto lock = ReservationLock::take(store_);
+  if (!lock) {
+    finish(lock.status().code() == StatusCode::busy ? PublishResult::skipped : PublishResult::failed, lock.status());
+    return std::nullopt;
+  }
+  if (Status st = make_room(store_, *lock, entry_bytes, out_.evicted); !st) {
     finish(PublishResult::skipped, st);
     return std::nullopt;
   }
   auto entry = PendingEntry::create(
       fs, store_.config().directory + "/" + kTmpDir + "/" + out_.entry_id + "." + unique_suffix());
-  if (!entry) {
-    finish(PublishResult::failed, entry.status().with_context("publish"));
+  Status st = entry.status();
+  if (st) st = entry->reserve(manifest, manifest_bytes);
+  if (!st) {
+    finish(PublishResult::failed, st.with_context("publish"));
     return std::nullopt;
   }
   return std::move(*entry);
 }
 
 void EntryCommit::commit(PendingEntry& entry, const Manifest& manifest) {
-  if (Status st = write_manifest(store_.fs(), entry, manifest); !st) {
+  if (Status st = entry.write_manifest(manifest); !st) {
     finish(PublishResult::failed, st.with_context("publish"));
     return;
   }

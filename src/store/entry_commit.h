@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "snapcache/store.h"
 
@@ -26,6 +27,16 @@ class PendingEntry {
 
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 
+  // Creates the entry's files at their full sizes (data files read-only from the start: an
+  // accidental write to a published entry, which every loader maps, is refused, and no chmod
+  // after the data changes the identity recorded for it). The room they take is what the next
+  // publisher measures (see ReservationLock in store/capacity.h).
+  Status reserve(const Manifest& manifest, std::uint64_t manifest_bytes);
+  // The reserved data file `index`, to write (the writer owns it from then on).
+  UniqueFd take_data_file(std::size_t index) { return std::move(data_files_.at(index)); }
+  // Writes the manifest into the file reserved for it, which it must fill exactly.
+  Status write_manifest(const Manifest& manifest);
+
   enum class Commit { done, already_present };
   // Makes the lease and the directory durable, then renames the directory to `final_path`: the
   // commit. already_present when another process published the key first (ours then goes).
@@ -36,6 +47,9 @@ class PendingEntry {
   FileSystem* fs_;
   std::string path_;
   UniqueFd lease_;
+  std::vector<UniqueFd> data_files_;
+  UniqueFd manifest_;
+  std::uint64_t manifest_bytes_ = 0;
   bool created_ = false;  // the directory exists and is ours to remove
 };
 
@@ -45,11 +59,15 @@ class EntryCommit {
  public:
   EntryCommit(Store& store, const Key& key);
 
-  // Checks that the store takes entries and that the key has none yet, collects dead writers'
-  // leftovers, makes room for `data_bytes` plus the manifest (evicting least recently used
-  // unleased entries) and creates the pending entry. Empty when there is nothing to write: the
-  // outcome (already_present, skipped with the reason, failed) is then final.
-  std::optional<PendingEntry> begin(std::uint64_t data_bytes, std::size_t tensors, std::size_t chunks);
+  // Whether the store takes entries at all; when not, the outcome (skipped, with the reason) is final.
+  bool takes_entries();
+  // Checks that the key has no entry yet, collects dead writers' leftovers, then under the
+  // ReservationLock makes room for the whole entry (its data files and `manifest`'s exact bytes;
+  // evicting least recently used unleased entries) and reserves it: the pending entry with its
+  // files at full size. Empty when there is nothing to write: the outcome (already_present,
+  // skipped with the reason, failed) is then final. Fields filled in after this (chunk hashes,
+  // data file identities) keep the manifest's length (they have fixed widths).
+  std::optional<PendingEntry> begin(const Manifest& manifest);
   // After the data files are durable and their identities are in `manifest`: writes the manifest
   // and renames the entry into entries/.
   void commit(PendingEntry& entry, const Manifest& manifest);

@@ -102,20 +102,10 @@ EntryWriter::Begun EntryWriter::begin(Store& store, Manifest manifest, const std
       return refuse(StatusCode::damaged, fmt::format("data file {} is named '{}', not '{}'", i, m.files[i].name,
                                                      data_file_name(i)));
   if (Status st = check_stream_chunks(m); !st) return refuse(st.code(), st.message());
-  std::size_t chunks = 0;
-  for (const auto& f : m.files) chunks += f.chunk_hashes.size();
-  auto pending = commit.begin(m.data_bytes(), m.tensors.size(), chunks);
+  auto pending = commit.begin(m);
   if (!pending) return {nullptr, commit.outcome()};
   writer->pending_.emplace(std::move(*pending));
-  FileSystem& fs = store.fs();
-  for (const auto& f : m.files) {
-    // Read-only from the start, as publish makes them (see write_data in publish.cpp).
-    auto fd = fs.open(writer->pending_->file(f.name), OpenMode::create_read_only);
-    Status st = fd.status();
-    if (st) st = fs.allocate(fd->get(), f.size);
-    if (!st) return {nullptr, writer->abandon(st.with_context(f.name))};
-    writer->files_.push_back(std::move(*fd));
-  }
+  for (std::size_t f = 0; f < m.files.size(); ++f) writer->files_.push_back(writer->pending_->take_data_file(f));
   writer->hasher_ = std::make_unique<util::Hasher64>();
   return {std::move(writer), {}};
 }

@@ -32,16 +32,29 @@ std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found) {
         std::to_string(found.checkpoint.size()) + " files");
   }
   for (std::size_t i = 0; i < std::min(wanted.checkpoint.size(), found.checkpoint.size()); ++i) {
-    const auto& w = wanted.checkpoint[i];
-    const auto& f = found.checkpoint[i];
+    // Identities only (the rule of the id): a file keyed by content has no path to differ in.
+    const CheckpointFile w = checkpoint_identity(wanted.checkpoint[i]);
+    const CheckpointFile f = checkpoint_identity(found.checkpoint[i]);
+    const std::string index = "checkpoint[" + std::to_string(i) + "]";
+    if (w.keyed_by_content() != f.keyed_by_content()) {
+      auto how = [](const CheckpointFile& c) {
+        return c.keyed_by_content() ? "content (size, digest)" : "path and stat (" + c.path + ")";
+      };
+      add(out, index + ".keyed_by", how(w), how(f));
+      continue;
+    }
+    if (w.keyed_by_content()) {
+      add(out, index + ".size", std::to_string(w.size), std::to_string(f.size));
+      add(out, index + ".content_digest", w.content_digest, f.content_digest);
+      continue;
+    }
     std::string p = "checkpoint[" + w.path + "].";
-    add(out, "checkpoint[" + std::to_string(i) + "].path", w.path, f.path);
+    add(out, index + ".path", w.path, f.path);
     add(out, p + "size", std::to_string(w.size), std::to_string(f.size));
     add(out, p + "mtime_ns", std::to_string(w.mtime_ns), std::to_string(f.mtime_ns));
     add(out, p + "ctime_ns", std::to_string(w.ctime_ns), std::to_string(f.ctime_ns));
     add(out, p + "device", std::to_string(w.device), std::to_string(f.device));
     add(out, p + "inode", std::to_string(w.inode), std::to_string(f.inode));
-    add(out, p + "content_digest", w.content_digest, f.content_digest);
   }
   add(out, "source_identity", wanted.source_identity, found.source_identity);
   add(out, "torch.version", wanted.torch.version, found.torch.version);

@@ -4,7 +4,9 @@
 //                              Store::open uses no other non-empty directory
 //   <dir>/entries/<id>/        published entries (see src/format/manifest.h)
 //   <dir>/tmp/<id>.<nonce>/    publications in progress; their writer holds flock(LOCK_EX) on
-//                              the lease file inside, so a dead writer's leftovers are detectable
+//                              the lease file inside, so a dead writer's leftovers are detectable.
+//                              tmp/ itself is flocked (LOCK_EX) by a publication while it makes
+//                              and reserves room (store/capacity.h: ReservationLock)
 //   <dir>/trash/<id>.<nonce>/  entries being removed (rename first, then delete)
 //   <dir>/digests.json         checkpoint content-digest memo
 //   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h)

@@ -64,7 +64,9 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
   if (!check.status) return check.status;
   impl->manifest = std::move(*check.manifest);
   const Manifest& m = impl->manifest;
-  if (!(m.key == key)) {  // same id, other key: a hash collision, never seen but never trusted
+  // Identities, as the id was made (a stored key is one already): same id, other identity is a
+  // hash collision, never seen but never trusted.
+  if (!(key_identity(m.key) == key_identity(key))) {
     return Status(StatusCode::damaged,
                   "stored key differs from the key of its id: " + describe_differences(diff_keys(key, m.key)));
   }

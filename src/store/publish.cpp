@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "util/fmt.h"
@@ -76,7 +77,7 @@ Result<std::uint64_t> write_chunk(FileSystem& fs, int fd, const DataFile& file,
 Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> sources,
                                std::vector<TensorRecord> tensors, std::uint64_t chunk_size) {
   Manifest m;
-  m.key = key;
+  m.key = key_identity(key);  // what the manifest stores and decodes to
   m.creation = {util::now_unix_ns(), kVersion, host_name(), static_cast<std::uint32_t>(::getpid())};
   DataFile file;
   file.name = store::data_file_name(0);
@@ -99,23 +100,17 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
   return m;
 }
 
-// Writes the data file (hashing each chunk as it goes) and records the identity it has once
-// durable: a load that sees that identity again trusts these hashes.
-Status write_data(FileSystem& fs, const store::PendingEntry& entry, Manifest& m, std::span<const StorageSource> sources,
-                  std::size_t threads) {
+// Writes the data file reserved for it (hashing each chunk as it goes) and records the identity
+// it has once durable: a load that sees that identity again trusts these hashes.
+Status write_data(FileSystem& fs, int data, Manifest& m, std::span<const StorageSource> sources, std::size_t threads) {
   DataFile& df = m.files[0];
-  // Read-only from the start: an accidental write to a published entry (which every loader maps)
-  // is refused, and no chmod after the data changes the identity recorded below.
-  auto data = fs.open(entry.file(df.name), OpenMode::create_read_only);
-  if (!data) return data.status();
-  SNAPCACHE_RETURN_IF_ERROR(fs.allocate(data->get(), df.size));
   SNAPCACHE_RETURN_IF_ERROR(util::parallel_for(df.chunk_hashes.size(), threads, [&](std::size_t c) -> Status {
-    auto h = write_chunk(fs, data->get(), df, m.storages, sources, c);
+    auto h = write_chunk(fs, data, df, m.storages, sources, c);
     if (!h) return h.status();
     df.chunk_hashes[c] = *h;
     return Status::ok();
   }));
-  return store::seal_data_file(fs, data->get(), df);
+  return store::seal_data_file(fs, data, df);
 }
 
 }  // namespace
@@ -123,20 +118,16 @@ Status write_data(FileSystem& fs, const store::PendingEntry& entry, Manifest& m,
 PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sources,
                               std::vector<TensorRecord> tensors, const PublishOptions& options) {
   store::EntryCommit commit(*this, key);
-  if (config_.enabled() && unavailable_ && options.chunk_size == 0)
+  if (!commit.takes_entries()) return commit.outcome();
+  if (options.chunk_size == 0)
     return commit.finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});
-  Result<Manifest> planned = Status(StatusCode::invalid_argument, "no manifest");
-  if (config_.enabled() && unavailable_) {
-    planned = plan_manifest(key, sources, std::move(tensors), options.chunk_size);
-    if (!planned) return commit.finish(PublishResult::failed, planned.status());
-  }
-  const std::uint64_t bytes = planned ? planned->files[0].size : 0;
-  const std::size_t tensor_count = planned ? planned->tensors.size() : 0;
-  const std::size_t chunks = planned ? planned->files[0].chunk_hashes.size() : 0;
-  auto entry = commit.begin(bytes, tensor_count, chunks);
-  if (!entry) return commit.outcome();
+  auto planned = plan_manifest(key, sources, std::move(tensors), options.chunk_size);
+  if (!planned) return commit.finish(PublishResult::failed, planned.status());
   Manifest& m = *planned;
-  if (Status st = write_data(*fs_, *entry, m, sources, options.threads ? options.threads : util::worker_count()); !st)
+  auto entry = commit.begin(m);
+  if (!entry) return commit.outcome();
+  UniqueFd data = entry->take_data_file(0);
+  if (Status st = write_data(*fs_, data.get(), m, sources, options.threads ? options.threads : util::worker_count()); !st)
     return commit.finish(PublishResult::failed, st.with_context("publish"));
   commit.commit(*entry, m);
   return commit.outcome();

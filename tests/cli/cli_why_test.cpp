@@ -68,3 +68,38 @@ TEST_CASE("cli why names the key fields that differ from the nearest entry", "[c
   auto unknown = run_cli(with_dir(cache, {"why", "ffffffffffff"}));
   CHECK(unknown.exit_code == 3);
 }
+
+TEST_CASE("cli why, ls and inspect show a checkpoint keyed by content by its digest, never by a path",
+          "[cli][why]") {
+  Cache cache;
+  Key built = store_key(42);
+  built.checkpoint[0].content_digest = std::string(32, 'a');
+  REQUIRE(publish_raw(*cache.store, built, raw_model(42, 1)).result == PublishResult::published);
+  const std::string id = key_id(built);
+
+  // Other bytes at another path: the miss names the digest and nothing about where the file is.
+  Key wanted = built;
+  wanted.checkpoint[0].path = "/elsewhere/model.safetensors";
+  wanted.checkpoint[0].inode += 7;
+  wanted.checkpoint[0].content_digest = std::string(32, 'b');
+  CHECK(cache.store->lookup(wanted).result == LookupResult::miss);
+  auto run = run_cli(with_dir(cache, {"why", key_id(wanted), "--json"}));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  CHECK(j["nearest"]["id"] == id);
+  REQUIRE(j["nearest"]["differences"].size() == 1);
+  CHECK(j["nearest"]["differences"][0]["field"] == "checkpoint[0].content_digest");
+  CHECK(j["nearest"]["differences"][0]["wanted"] == std::string(32, 'b'));
+  CHECK(j["nearest"]["differences"][0]["found"] == std::string(32, 'a'));
+  CHECK(j["key"]["checkpoint"][0]["path"] == "");  // a recorded miss keeps the identity only
+
+  auto ls = run_cli(with_dir(cache, {"ls"}));
+  INFO(ls.out << ls.err);
+  CHECK(contains(ls.out, "content aaaaaaaaaaaa"));
+  CHECK_FALSE(contains(ls.out, "model-42"));
+  auto inspect = run_cli(with_dir(cache, {"inspect", id}));
+  INFO(inspect.out << inspect.err);
+  CHECK(contains(inspect.out, "content digest " + std::string(32, 'a')));
+  CHECK(contains(inspect.out, "keyed by content"));
+}

@@ -4,7 +4,15 @@
 //   store_helper load DIR SEED           look up store_key(SEED), compare with raw_model(SEED, m)
 //                                        for the m it was published with; exit 0 on an exact hit
 //   store_helper hold DIR SEED           the same, then hold the snapshot (and so the lease); print
-//                                        "holding"; wait to be killed
+//                                        "holding"; on each SIGUSR1 compare the held tensors again and
+//                                        print "still hit" or "still wrong-data"; wait to be killed
+//   store_helper rank-publish DIR RANK MIB CAPACITY RESERVE GO WRITE_MS
+//                                        one rank of a TP-8 group: publish raw_model(600+RANK, MIB)
+//                                        under store_key(600) at tp_rank RANK, into a cache of
+//                                        CAPACITY bytes keeping RESERVE bytes of disk free, on a
+//                                        disk whose every write takes WRITE_MS; print "ready",
+//                                        start once the file GO exists, then print
+//                                        "result <outcome> <entry id> <evicted ids,|-> <status>"
 //   store_helper evict DIR SEED          print "ready", then evict every entry
 //   store_helper verify DIR SEED         print "ready", then verify every entry (damage: exit 5)
 //   store_helper soak DIR SECONDS WORKER  publish, load, hold-and-evict, verify, evict and gc at
@@ -17,6 +25,8 @@
 //                                        "result <status code> <message>"; exit 0 when connected
 #include <grp.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,12 +39,14 @@
 #include <chrono>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "ipc/unix_socket.h"
 #include "snapcache/log.h"
 #include "snapcache/archive.h"
 #include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
+#include "util/fault_injection.h"
 
 using namespace snapcache;
 
@@ -126,6 +138,38 @@ int soak(Store& store, const std::string& dir, int seconds, int worker) {
   return 0;
 }
 
+volatile sig_atomic_t g_recheck = 0;
+void ask_for_recheck(int) { g_recheck = 1; }
+
+// The key of rank `rank` in a TP-8 group: ranks of one model differ in tp_rank only.
+Key rank_key(int rank) {
+  Key key = test::store_key(600);
+  key.topology.tp_rank = rank;
+  key.topology.tp_size = 8;
+  return key;
+}
+
+int rank_publish(Store& store, int rank, std::size_t mib, const std::string& go) {
+  test::RawModel model = test::raw_model(600 + rank, mib);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  // All ranks start together: the one moment that shows whether room is counted twice.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  struct stat st {};
+  while (::stat(go.c_str(), &st) != 0) {
+    if (std::chrono::steady_clock::now() > give_up) return 2;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  PublishOptions options;
+  options.chunk_size = 1 << 20;
+  auto out = test::publish_raw(store, rank_key(rank), model, options);
+  std::string evicted;
+  for (const auto& id : out.evicted) evicted += (evicted.empty() ? "" : ",") + id;
+  std::printf("result %s %s %s %s\n", to_string(out.result), out.entry_id.c_str(), evicted.empty() ? "-" : evicted.c_str(),
+              out.status.to_string().c_str());
+  return out.result == PublishResult::failed ? 1 : 0;
+}
+
 // From here on, run as another user, so that the tests (as root) meet a peer of another uid. The group
 // becomes the same number: 65534 is both nobody and nogroup.
 bool become_user(const char* uid_text) {
@@ -188,12 +232,23 @@ int main(int argc, char** argv) {
   // load-secondary DIR SEED SECONDARY: a load with a secondary store (docs/scale-out.md).
   if (cmd == "load-secondary" && argc > 4) config.secondary_directory = argv[4];
   if (cmd == "soak") config.capacity_bytes = test::kSoakCapacity;
-  auto store = Store::open(config);
+  std::shared_ptr<FileSystem> fs = posix_file_system();
+  if (cmd == "rank-publish") {
+    if (argc < 9) return 2;
+    config.capacity_bytes = std::strtoull(argv[5], nullptr, 10);
+    config.reserve_free_bytes = std::strtoull(argv[6], nullptr, 10);
+    auto slow = std::make_shared<FaultInjectingFileSystem>();
+    slow->set_write_delay(std::chrono::milliseconds(std::atoi(argv[8])));
+    fs = slow;
+  }
+  auto store = Store::open(config, fs);
   if (!store) {
     std::printf("error %s\n", store.status().to_string().c_str());
     return 3;
   }
   if (cmd == "soak") return soak(**store, argv[2], std::atoi(argv[3]), argc > 4 ? std::atoi(argv[4]) : 0);
+  if (cmd == "rank-publish")
+    return rank_publish(**store, std::atoi(argv[3]), static_cast<std::size_t>(std::atoi(argv[4])), argv[7]);
   const int seed = std::atoi(argv[3]);
   const std::size_t mib = argc > 4 ? static_cast<std::size_t>(std::atoi(argv[4])) : 1;
   if (cmd == "publish") {
@@ -253,10 +308,23 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!exact) return 4;
     if (cmd == "hold") {
+      ::signal(SIGUSR1, ask_for_recheck);
+      // Blocked but while waiting, so a request that comes between two checks is not lost.
+      sigset_t usr1, waiting;
+      sigemptyset(&usr1);
+      sigaddset(&usr1, SIGUSR1);
+      ::sigprocmask(SIG_BLOCK, &usr1, &waiting);
       std::printf("holding\n");
       std::fflush(stdout);
       ::alarm(300);  // never outlive a test run that forgot us
-      for (;;) ::pause();
+      for (;;) {
+        while (!g_recheck) ::sigsuspend(&waiting);
+        g_recheck = 0;
+        bool same = false;
+        for (std::size_t m : {1, 2, 4, 8, 16, 32, 64}) same |= test::same_data(*found.snapshot, test::raw_model(seed, m));
+        std::printf("still %s\n", same ? "hit" : "wrong-data");
+        std::fflush(stdout);
+      }
     }
     return 0;
   }

@@ -127,6 +127,16 @@ TEST_CASE("donor keys round-trip and their differences are named", "[donor]") {
   CHECK(diffs.find("dtype") != std::string::npos);
   CHECK(donor_key_id(other) != donor_key_id(key));
 
+  // A checkpoint keyed by content travels as its identity: the donor compares what it serves with
+  // that (donor.cpp keeps its component keys so), whatever path the consumer's copy has.
+  DonorKey by_content = key;
+  by_content.disk.checkpoint[0].content_digest = std::string(32, 'd');
+  auto sent = donor::donor_key_from_json(nlohmann::json::parse(donor::to_json(by_content).dump()));
+  REQUIRE(sent.is_ok());
+  CHECK(sent->disk == key_identity(by_content.disk));
+  CHECK(sent->disk.checkpoint[0].path.empty());
+  CHECK(donor_key_id(*sent) == donor_key_id(by_content));
+
   CHECK(!donor::donor_key_from_json(nlohmann::json{{"disk", "zz"}}).is_ok());
   CHECK(!donor::donor_key_from_json(nlohmann::json{{"disk", "00"}, {"weight_processing", ""}, {"gpu_uuid", ""}}).is_ok());
 }

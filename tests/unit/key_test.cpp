@@ -32,7 +32,7 @@ TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
       {"ctime_ns", [](Key& k) { k.checkpoint[0].ctime_ns++; }},
       {"device", [](Key& k) { k.checkpoint[0].device++; }},
       {"inode", [](Key& k) { k.checkpoint[0].inode++; }},
-      {"content_digest", [](Key& k) { k.checkpoint[0].content_digest = "ab"; }},
+      {"checkpoint[0].keyed_by", [](Key& k) { k.checkpoint[0].content_digest = "ab"; }},
       {"checkpoint.files", [](Key& k) { k.checkpoint.push_back(k.checkpoint[0]); }},
       {"source_identity", [](Key& k) { k.source_identity = "v2"; }},
       {"torch.version", [](Key& k) { k.torch.version = "2.10.0"; }},
@@ -63,6 +63,65 @@ TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
   other.torch.version = "2.10.0";
   CHECK(describe_differences(diff_keys(base, other)) ==
         "torch.version " + base.torch.version + " != 2.10.0");
+}
+
+TEST_CASE("keys without content digests keep the ids they had before content keys dropped paths", "[key]") {
+  // Computed by snapcache before the change (main at 458c114): entries already in caches still hit.
+  CHECK(key_id(test::store_key(1)) == "9c42ce895ffa12938ee1c5a7a69e01f4");
+  CHECK(key_identity(test::store_key(1)) == test::store_key(1));
+}
+
+TEST_CASE("a file keyed by content is identified by its size and digest alone", "[key]") {
+  Key here = test::store_key(1);
+  here.checkpoint[0].content_digest = std::string(32, 'a');
+  // The same bytes copied elsewhere: another path, device, inode and times.
+  Key copy = here;
+  copy.checkpoint[0].path = "/other/node/model.safetensors";
+  copy.checkpoint[0].device = 77;
+  copy.checkpoint[0].inode = 99;
+  copy.checkpoint[0].mtime_ns = 5;
+  copy.checkpoint[0].ctime_ns = 6;
+  CHECK(key_id(copy) == key_id(here));
+  CHECK(encode_key(copy) == encode_key(here));
+  CHECK(key_identity(copy) == key_identity(here));
+  CHECK(diff_keys(copy, here).empty());
+  // What is stored is the identity: no path, no stat.
+  auto decoded = decode_key(encode_key(here));
+  REQUIRE(decoded.is_ok());
+  CHECK(decoded->checkpoint[0] == checkpoint_identity(here.checkpoint[0]));
+  CHECK(decoded->checkpoint[0].path.empty());
+  CHECK(decoded->checkpoint[0].size == here.checkpoint[0].size);
+  CHECK(key_id(*decoded) == key_id(here));
+
+  // Other bytes: the diff names the digest (and the size when it differs), never a path.
+  Key other = copy;
+  other.checkpoint[0].content_digest = std::string(32, 'b');
+  CHECK(key_id(other) != key_id(here));
+  CHECK(describe_differences(diff_keys(other, here)) ==
+        "checkpoint[0].content_digest " + std::string(32, 'b') + " != " + std::string(32, 'a'));
+  other.checkpoint[0].size++;
+  CHECK(describe_differences(diff_keys(other, here)).starts_with("checkpoint[0].size 1002 != 1001, "));
+  // Keyed by content on one side only: named as such, not as a path difference.
+  CHECK(describe_differences(diff_keys(test::store_key(1), here)) ==
+        "checkpoint[0].keyed_by path and stat (/checkpoints/model-1.safetensors) != content (size, digest)");
+}
+
+TEST_CASE("a key of an older snapcache, content-keyed with its path, is foreign", "[key]") {
+  // The older encoding wrote the stat identity and the digest of a content-keyed file: take a key
+  // without a digest and fill in its empty digest string (the file record's last field).
+  const Key key = test::store_key(1);
+  std::string bytes = encode_key(key);
+  const std::size_t digest_at = 7 + 1 + 4 + 4 + 4 + key.checkpoint[0].path.size() + 5 * 8;
+  REQUIRE(bytes.substr(digest_at, 4) == std::string(4, '\0'));
+  const std::string digest(32, 'c');
+  bytes.replace(digest_at, 4, std::string("\x20\0\0\0", 4) + digest);
+  auto decoded = decode_key(bytes);
+  CHECK(decoded.status().code() == StatusCode::foreign);
+  CHECK(decoded.status().message().find("older snapcache") != std::string::npos);
+  // The same file without its place decodes.
+  Key content = key;
+  content.checkpoint[0].content_digest = digest;
+  CHECK(decode_key(encode_key(content)).is_ok());
 }
 
 TEST_CASE("malformed key bytes are rejected and never crash", "[key]") {

@@ -7,6 +7,12 @@ namespace snapcache::cli {
 
 std::string checkpoint_text(const Key& key) {
   if (key.checkpoint.empty()) return "-";
+  // A checkpoint keyed by content is the same wherever it lies, so the entry records no path: its
+  // bytes are named instead, by the first file's digest.
+  if (key.checkpoint.front().keyed_by_content()) {
+    const std::string digest = "content " + key.checkpoint.front().content_digest.substr(0, 12);
+    return key.checkpoint.size() == 1 ? digest : fmt::format("{} ({} files)", digest, key.checkpoint.size());
+  }
   const std::string& first = key.checkpoint.front().path;
   if (key.checkpoint.size() == 1) return first;
   // Shards of one checkpoint share a directory; naming it says more than the first shard.
@@ -94,7 +100,7 @@ json entry_summary_json(const EntryInfo& e) {
   if (e.manifest) {
     const Key& k = e.manifest->key;
     json paths = json::array();
-    for (const auto& f : k.checkpoint) paths.push_back(f.path);
+    for (const auto& f : k.checkpoint) paths.push_back(f.keyed_by_content() ? "content:" + f.content_digest : f.path);
     j["component"] = k.component;
     j["checkpoint"] = paths;
     j["topology"] = key_json(k)["topology"];

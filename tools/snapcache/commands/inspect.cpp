@@ -90,10 +90,14 @@ void print_key(const Key& k) {
   t.add({"component", k.component.empty() ? "''" : k.component});
   for (std::size_t i = 0; i < k.checkpoint.size(); ++i) {
     const auto& f = k.checkpoint[i];
+    if (f.keyed_by_content()) {  // its bytes are its identity, wherever they lie
+      t.add({fmt::format("checkpoint[{}]", i), "content digest " + f.content_digest});
+      t.add({"", fmt::format("size {} (keyed by content: any path with these bytes hits)", f.size)});
+      continue;
+    }
     t.add({fmt::format("checkpoint[{}]", i), f.path});
     t.add({"", fmt::format("size {}, mtime_ns {}, ctime_ns {}, device {}, inode {}", f.size, f.mtime_ns, f.ctime_ns,
                            f.device, f.inode)});
-    if (!f.content_digest.empty()) t.add({"", "content digest " + f.content_digest});
   }
   t.add({"source_identity", k.source_identity.empty() ? "''" : k.source_identity});
   t.add({"torch", torch_text(k.torch)});
