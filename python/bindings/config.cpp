@@ -76,7 +76,7 @@ void bind_config_class(py::module_& m) {
                          "The cache's settings: defaults < settings file < environment < the caller.\n\n"
                          "Config() has the defaults; Config.from_environment(**overrides) and "
                          "Config.load(path, **overrides) read the settings file and SNAPCACHE_* variables. "
-                         "Keywords are attributes: directory, enabled, capacity, reserve, and the names "
+                         "Keywords are attributes: directory, secondary, enabled, capacity, reserve, and the names "
                          "loaders use, prepared_weight_cache (= enabled) and prepared_weight_cache_gib "
                          "(= capacity in GiB).");
   keyword_init(cls);
@@ -87,6 +87,14 @@ void bind_config_class(py::module_& m) {
            set_by_caller(c, "directory", "Config.directory");
          },
          "The cache directory; empty: the default ($XDG_CACHE_HOME/snapcache or ~/.cache/snapcache).")
+      .def_property(
+          "secondary", [](const Config& c) { return c.secondary_directory; },
+          [](Config& c, const py::object& v) {
+            c.secondary_directory = path_string(v);
+            set_by_caller(c, "secondary", "Config.secondary");
+          },
+          "A read-only store searched after a local miss (SNAPCACHE_SECONDARY_DIR; docs/scale-out.md): an entry "
+          "found there is copied into this cache, every chunk proven. Empty: none.")
       .def_property(
           "enabled", [](const Config& c) { return c.enabled(); },
           [](Config& c, bool v) {

@@ -55,6 +55,7 @@ def log(level: LogLevel, message: str) -> None: ...
 # --- config, store, key -----------------------------------------------------------------------
 class Config:
     directory: str  # assign str or os.PathLike
+    secondary: str  # a read-only store searched after a local miss; "" for none
     enabled: bool
     prepared_weight_cache: bool  # = enabled
     capacity: int  # bytes; assign int or "64GiB"
@@ -64,6 +65,7 @@ class Config:
         self,
         *,
         directory: _PathLike = ...,
+        secondary: _PathLike = ...,
         enabled: bool = ...,
         prepared_weight_cache: bool = ...,
         capacity: _Size = ...,

@@ -14,7 +14,7 @@ import snapcache
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SNAPCACHE_VARIABLES = ("SNAPCACHE_DIR", "SNAPCACHE_DISABLE", "SNAPCACHE_CAPACITY_GIB", "SNAPCACHE_RESERVE_GIB",
-                       "SNAPCACHE_CONFIG", "SNAPCACHE_LOG", "SNAPCACHE_DONOR_DIR")
+                       "SNAPCACHE_CONFIG", "SNAPCACHE_LOG", "SNAPCACHE_DONOR_DIR", "SNAPCACHE_SECONDARY_DIR")
 
 
 @pytest.fixture(autouse=True)

@@ -182,3 +182,21 @@ def test_the_gil_is_released_while_the_library_loads(tmp_path, store):
     gaps = [b - a for a, b in zip(during, during[1:])]
     assert end - start > 0.05 and len(during) > 10
     assert max(gaps) < max(0.05, (end - start) / 3)
+
+
+def test_a_secondary_store_fills_the_local_cache(plan, tmp_path, monkeypatch):
+    fleet = snapcache.Store.open(snapcache.Config(directory=tmp_path / "fleet"))
+    cold = snapcache.load_model(plan, store=fleet)
+    assert cold.report.path is snapcache.LoadPath.miss
+    monkeypatch.setenv("SNAPCACHE_SECONDARY_DIR", str(tmp_path / "fleet"))
+    config = snapcache.Config.from_environment(directory=tmp_path / "local")
+    assert config.secondary == str(tmp_path / "fleet") and config.origin("secondary") == "SNAPCACHE_SECONDARY_DIR"
+    local = snapcache.Store.open(config)
+    warm = snapcache.load_model(plan, store=local)
+    assert warm.report.path is snapcache.LoadPath.hit
+    assert "copied from the secondary store" in warm.report.reason
+    for name, t in cold.weights.items():
+        assert torch.equal(warm.weights[name], t)
+    # The copy is local now: the next load hits without the secondary store.
+    again = snapcache.load_model(plan, store=snapcache.Store.open(snapcache.Config(directory=tmp_path / "local")))
+    assert again.report.path is snapcache.LoadPath.hit and "secondary" not in again.report.reason
