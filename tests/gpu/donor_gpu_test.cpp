@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <csignal>
 #include <thread>
 
@@ -100,6 +102,43 @@ TEST_CASE("a consumer attaches the donor's weights bit-identical to an ordinary 
   auto third = load_model(nullptr, through_donor(plan, s.sockets, true));
   REQUIRE(third.is_ok());
   CHECK(demo::identical(*ordinary, *third));
+}
+
+TEST_CASE("a checkpoint keyed by content attaches from a copy at another path", "[gpu][donor]") {
+  Setup s;
+  const std::string donor_cache = s.dir / "donor-cache";
+  ::setenv("SNAPCACHE_TEST_CONTENT_CACHE", donor_cache.c_str(), 1);
+  test::ChildProcess donor(kHelper, s.serve_args());
+  ::unsetenv("SNAPCACHE_TEST_CONTENT_CACHE");
+  REQUIRE(donor.wait_for_line("ready"));
+  // The consumer's checkpoint is a copy elsewhere (another path, inode and times), its own cache.
+  const std::string copy_dir = s.dir / "elsewhere";
+  REQUIRE(::mkdir(copy_dir.c_str(), 0755) == 0);
+  const std::string copy = test::donor_test_checkpoint(copy_dir);
+  {
+    std::ifstream in(test::donor_test_checkpoint(s.work), std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  Config c;
+  c.directory = s.dir / "consumer-cache";
+  auto store = Store::open(c);
+  REQUIRE(store.is_ok());
+  LoadPlan plan = demo::make_plan(test::donor_test_config(), copy, c10::Device(c10::kCUDA, 0));
+  plan.hash_checkpoint_contents = true;
+  auto attached = load_model(store->get(), through_donor(plan, s.sockets, true));
+  REQUIRE(attached.is_ok());
+  CHECK(attached->report.path == LoadPath::hit);
+  CHECK(attached->report.tiers.front().tier == "donor");
+  auto ordinary = load_model(nullptr, s.plan());
+  REQUIRE(ordinary.is_ok());
+  CHECK(demo::identical(*ordinary, *attached));
+  *attached = LoadedModel();
+  // Without content hashing the copy is another checkpoint: the key names the path.
+  plan.hash_checkpoint_contents = false;
+  auto by_place = load_model(store->get(), through_donor(plan, s.sockets, true));
+  REQUIRE(!by_place.is_ok());
+  CHECK(by_place.status().message().find("checkpoint") != std::string::npos);
 }
 
 TEST_CASE("a consumer killed with SIGKILL detaches, and the next consumer attaches", "[gpu][donor]") {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -42,6 +43,17 @@ int main(int argc, char** argv) {
   const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(argv[4])));
   const auto config = test::donor_test_config(std::stoi(argv[5]), std::stoi(argv[6]));
   LoadPlan plan = demo::make_plan(config, test::donor_test_checkpoint(work_dir), device);
+  // SNAPCACHE_TEST_CONTENT_CACHE=DIR: serve under a key that names the checkpoint by its bytes
+  // (content hashing, digests memoized in the cache at DIR), as a fleet that moves checkpoints does.
+  std::shared_ptr<Store> store;
+  if (const char* cache = std::getenv("SNAPCACHE_TEST_CONTENT_CACHE"); cache != nullptr) {
+    Config c;
+    c.directory = cache;
+    auto opened = Store::open(c);
+    if (!opened) return fail(opened.status().to_string());
+    store = *opened;
+    plan.hash_checkpoint_contents = true;
+  }
   if (mode == "serve") {
     auto model = load_model(nullptr, plan);
     if (!model) return fail(model.status().to_string());
@@ -51,7 +63,7 @@ int main(int argc, char** argv) {
     options.shutdown_timeout = std::chrono::milliseconds(std::stoi(argv[8]));
     auto donor = Donor::start(device, options);
     if (!donor) return fail(donor.status().to_string());
-    if (Status st = (*donor)->serve(nullptr, plan, *model); !st) return fail(st.to_string());
+    if (Status st = (*donor)->serve(store.get(), plan, *model); !st) return fail(st.to_string());
     *model = LoadedModel();
     running = donor->get();
     std::signal(SIGTERM, stop);
