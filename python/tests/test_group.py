@@ -83,6 +83,14 @@ def test_eight_gloo_ranks_agree_through_damage_and_a_death(tmp_path):
         assert res["code"] == 0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_one_nccl_rank_agrees_through_its_gpu(tmp_path):
+    results = run_group(tmp_path, backend="nccl", ranks=1, timeout=30)
+    loads = results[0]["loads"]
+    assert {1, 2, 3} <= set(loads), results[0]["stderr"][-2000:]
+    assert loads[1]["path"] == "miss" and loads[3]["path"] == "hit" and loads[3]["digest"] == loads[1]["digest"]
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_two_nccl_ranks_agree(tmp_path):
     results = run_group(tmp_path, backend="nccl", ranks=2, damage_rank=1, timeout=30)

@@ -21,6 +21,8 @@ std::string clipped(const std::string& text) {
 
 std::string ranks_word(std::size_t n) { return n == 1 ? "rank" : "ranks"; }
 
+std::string on_every_rank(std::size_t n) { return n == 1 ? "on the group's only rank" : fmt::format("on all {} ranks", n); }
+
 // A peer's error code, as it sent it; anything that is not an error code reads as a transport error.
 StatusCode peer_code(int code) {
   return code > static_cast<int>(StatusCode::ok) && code <= static_cast<int>(StatusCode::exception)
@@ -106,7 +108,7 @@ std::string GroupAgreement::round_text(const std::vector<RankAnswer>& round) con
   const std::string& tier = round.front().tier;
   const bool one_outcome = std::all_of(other.begin(), other.end(), [&](int r) { return round[r].outcome == round[other[0]].outcome; });
   if (served.empty() && one_outcome)
-    return fmt::format("{} {} on all {} ranks (rank 0: {})", tier, round[0].outcome, round.size(), round[0].reason);
+    return fmt::format("{} {} {} (rank 0: {})", tier, round[0].outcome, on_every_rank(round.size()), round[0].reason);
   std::string text;
   constexpr std::size_t kNamed = 3;
   for (std::size_t i = 0; i < other.size() && i < kNamed; ++i)
@@ -137,7 +139,7 @@ void GroupAgreement::decide_path(const TierAnswer& served) {
     }
     why += (why.empty() ? "" : "; ") + round_text(rounds_[i]);
   }
-  g.decision = why.empty() ? fmt::format("the {} tier served on all {} ranks", g.tier, g.size)
+  g.decision = why.empty() ? fmt::format("the {} tier served {}", g.tier, on_every_rank(static_cast<std::size_t>(g.size)))
                            : fmt::format("{}; the group took the {} tier", why, g.tier);
   if (served.provenance == Provenance::cache) report_.path = LoadPath::hit;
   else if (unusable) report_.path = LoadPath::fallback;

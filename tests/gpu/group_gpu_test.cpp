@@ -7,6 +7,19 @@
 
 namespace snapcache::test {
 
+// On a one-GPU machine the NCCL path still runs end to end: a group of one, its messages through
+// NCCL on the device.
+TEST_CASE("a group of one rank agrees through NCCL on its GPU", "[gpu][group]") {
+  GroupFixture f(1, {"--transport", "nccl", "--device", "cuda"});
+  auto cold = f.run();
+  require_all(cold, "path", "miss");
+  REQUIRE(cold[0]["decision"].find("snapshot missed on the group's only rank") != std::string::npos);
+  auto warm = f.run();
+  require_all(warm, "path", "hit");
+  REQUIRE(warm[0]["decision"] == "the snapshot tier served on the group's only rank");
+  REQUIRE(fingerprints(warm) == fingerprints(cold));
+}
+
 TEST_CASE("two ranks on two GPUs agree through NCCL", "[gpu][group][multi-gpu]") {
   int devices = 0;
   REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
