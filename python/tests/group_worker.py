@@ -29,7 +29,7 @@ import snapcache
 def shard_loader(plan):
     """Rows [rank*n/W, (rank+1)*n/W) of every tensor, after an all-reduce every rank must join."""
     rank, world = plan.topology.tp_rank, plan.topology.tp_size
-    check = torch.ones(1)
+    check = torch.ones(1, device=plan.device)  # NCCL moves device memory only
     dist.all_reduce(check, group=GROUP)  # a collective inside the loader: every rank runs it or none
     assert int(check.item()) == world
     if plan.component == "doomed" and rank == ARGS.die_rank:
@@ -100,6 +100,8 @@ def main():
     plan = make_plan("model", ARGS.checkpoint, ARGS.rank, ARGS.world, device)
 
     cold = load(1, store, plan)
+    if cold is None:
+        os._exit(1)
     entry = store.entry_path(cold.report.entry_id)
     del cold
     dist.barrier()
