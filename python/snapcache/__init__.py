@@ -64,6 +64,12 @@ def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT)
     return _core.reload_model(_store_for(store), plan, model)
 
 
+# A LoadReport is a read-only record: a copy is the same object, so a model that carries its report
+# (snapcache.transformers' `model.snapcache_report`) can still be copied with copy.deepcopy.
+_core.LoadReport.__copy__ = lambda self: self
+_core.LoadReport.__deepcopy__ = lambda self, memo: self
+
+
 # --- logging: the library's lines go to the `snapcache` logger -------------------------------
 
 logger = _logging.getLogger("snapcache")

@@ -2,6 +2,7 @@
 the model class, the framework's version), the keywords and models they refuse, the check of the
 meta-built model against from_pretrained's, and that `import snapcache` needs neither framework."""
 
+import copy
 import os
 import shutil
 import subprocess
@@ -36,6 +37,10 @@ def test_the_key_holds_the_files_config_class_and_transformers_version(qwen2, st
     _, warm = load(qwen2, store)
     assert warm.path is snapcache.LoadPath.hit and warm.entry_id == cold.entry_id
     assert model.snapcache_report.entry_id == cold.entry_id
+    # The model carries its report and can still be deep-copied (a LoadReport copies as itself).
+    twin = copy.deepcopy(model)
+    assert twin.snapcache_report is model.snapcache_report
+    assert all(torch.equal(a, b) for a, b in zip(twin.state_dict().values(), model.state_dict().values()))
 
     # A config override is another config: another entry, and the miss names the option.
     _, other_config = load(qwen2, store, rms_norm_eps=1e-5)
