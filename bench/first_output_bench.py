@@ -161,6 +161,7 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "snapcache-first-output-bench"))
+    parser.add_argument("--models", nargs="*", default=["llama", "wan"], choices=["llama", "wan"])
     parser.add_argument("--json")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -168,9 +169,12 @@ def main():
     import_only = measure_import(args.repeats)
     rows = []
     for what, path in (("llama", llama), ("wan", wan)):
+        if what not in args.models:
+            continue
         for page_cache in ("warm", "dropped"):
             rows.append({"model": what, "page_cache": page_cache,
                          **row(what, path, args.device, args.work, page_cache, args.repeats)})
+            print(json.dumps(rows[-1]), flush=True)
     print(f"time from process start to the first forward output, {args.device}, median of {args.repeats} "
           f"(import torch + the framework alone: {import_only['transformers']:.2f} s / {import_only['diffusers']:.2f} s)")
     print("first output (the load alone: after the imports, until the model is built)")
