@@ -9,7 +9,8 @@
 //                              and reserves room (store/capacity.h: ReservationLock)
 //   <dir>/trash/<id>.<nonce>/  entries being removed (rename first, then delete)
 //   <dir>/digests.json         checkpoint content-digest memo
-//   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h)
+//   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h);
+//                              <dir> itself is flocked (LOCK_EX) while they are replaced
 //   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
 #pragma once
 

@@ -42,7 +42,7 @@ class SmallDisk final : public FileSystem {
   Result<SpaceInfo> space(const std::string&) override { return SpaceInfo{free_ * 2, free_}; }
   Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
   Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
-  Status touch(const std::string& p) override { return base->touch(p); }
+  Status touch(int fd) override { return base->touch(fd); }
 };
 
 void age_apart() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
