@@ -10,7 +10,9 @@
 
 #include "format/manifest.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/text.h"
 #include "store/layout.h"
+#include "store/ownership.h"
 #include "util/file_io.h"
 
 namespace snapcache {
@@ -114,17 +116,11 @@ Status check_owned(FileSystem& fs, const std::string& path, Follow follow) {
     return Status(StatusCode::foreign, path + " is a symbolic link; the store does not follow links inside its cache "
                                               "(remove it, the store recreates the directory)");
   if (!st->is_directory) return Status(StatusCode::foreign, path + " is not a directory");
-  if (st->owner != static_cast<std::uint32_t>(::geteuid()))
-    return Status(StatusCode::permission_denied,
-                  fmt::format("{} is owned by uid {}, not by this user (uid {}); a cache is used only by its owner "
-                              "(set SNAPCACHE_DIR to a directory of your own)",
-                              path, st->owner, ::geteuid()));
-  if ((st->permissions & 022) != 0)
-    return Status(StatusCode::permission_denied,
-                  fmt::format("{} is writable by group or others (mode {:04o}): another user could make the store "
-                              "delete or serve their files (run chmod go-w {})",
-                              path, st->permissions, path));
-  return Status::ok();
+  const store::OwnershipRule rule{
+      {{static_cast<std::uint32_t>(::geteuid()), "this user"}},
+      "another user could make the store delete or serve their files",
+      "a cache is used only by its owner (set SNAPCACHE_DIR to a directory of your own)"};
+  return store::check_writers(*st, path, path, rule);
 }
 
 // Refuses a directory that is not a snapcache cache (see docs/reliability.md): pointing the store
