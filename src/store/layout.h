@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "snapcache/file_system.h"
+#include "snapcache/key.h"
 
 namespace snapcache::store {
 
@@ -43,6 +44,11 @@ std::string short_id(const std::string& id);
 // Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+// Reads just the key at the front of a manifest: enough to explain a miss or name an evicted
+// entry, without reading (or trusting) the rest. The full manifest is checksummed when the entry
+// is actually loaded.
+Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path);
 
 // Processes holding flock locks on the file with this identity, from /proc/locks.
 std::vector<int> flock_holders(const FileIdentity& id);

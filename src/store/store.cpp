@@ -53,6 +53,19 @@ const char* to_string(PublishResult r) {
   return "?";
 }
 
+std::string describe_evictions(const std::vector<EvictedEntry>& evicted) {
+  if (evicted.empty()) return {};
+  std::uint64_t total = 0;
+  std::vector<std::string> each;
+  for (const EvictedEntry& e : evicted) {
+    total += e.bytes;
+    each.push_back(fmt::format("{} ({}, {})", store::short_id(e.id), e.component.empty() ? "?" : e.component,
+                               format_size(e.bytes)));
+  }
+  return fmt::format("evicted {} {} ({}) to make room: {}", evicted.size(), evicted.size() == 1 ? "entry" : "entries",
+                     format_size(total), fmt::join(each, ", "));
+}
+
 const char* to_string(LookupResult r) {
   switch (r) {
     case LookupResult::hit: return "hit";
@@ -188,10 +201,8 @@ std::string Store::entry_path(const std::string& id) const {
   return config_.directory + "/" + store::kEntriesDir + "/" + id;
 }
 
-namespace {
+namespace store {
 
-// Reads just the key at the front of a manifest: enough to explain a miss, without reading (or
-// trusting) the rest. The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
   auto fd = open_in_cache(fs, manifest_path, OpenMode::read);
   if (!fd) return fd.status();
@@ -204,7 +215,7 @@ Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) 
   return decode_key(key);
 }
 
-}  // namespace
+}  // namespace store
 
 Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   std::vector<std::pair<std::string, Key>> keys;
@@ -213,7 +224,7 @@ Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   for (const auto& e : *names) {
     if (!store::is_entry_id(e.name)) continue;
     // An unreadable entry has no key to compare with; loads and verify report its damage.
-    auto key = read_manifest_key(store.fs(), store.entry_path(e.name) + "/" + store::kManifestFile);
+    auto key = store::read_manifest_key(store.fs(), store.entry_path(e.name) + "/" + store::kManifestFile);
     if (key) keys.emplace_back(e.name, std::move(*key));
   }
   return keys;

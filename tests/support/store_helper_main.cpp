@@ -166,7 +166,7 @@ int rank_publish(Store& store, int rank, std::size_t mib, const std::string& go)
   options.chunk_size = 1 << 20;
   auto out = test::publish_raw(store, rank_key(rank), model, options);
   std::string evicted;
-  for (const auto& id : out.evicted) evicted += (evicted.empty() ? "" : ",") + id;
+  for (const auto& e : out.evicted) evicted += (evicted.empty() ? "" : ",") + e.id;
   std::printf("result %s %s %s %s\n", to_string(out.result), out.entry_id.c_str(), evicted.empty() ? "-" : evicted.c_str(),
               out.status.to_string().c_str());
   return out.result == PublishResult::failed ? 1 : 0;
