@@ -164,7 +164,7 @@ uid_t owner_of(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("a forged entry planted by another user in a world-writable secondary store is refused; the load "
+TEST_CASE("a forged entry planted by another user in a world-writable secondary store is refused, and the load "
           "takes the ordinary path",
           "[secondary][hostile][trust][root]") {
   if (::geteuid() != 0) {
