@@ -30,7 +30,7 @@ struct RankGroupOptions {
   // How long one exchange waits for every rank, and how long making a group from the environment
   // waits for its store and for rank 0's start. A rank that died or hangs, a rank 0 that never
   // starts, a port whose program never answers: each makes the others fail with one line after
-  // this long (plus about a second) instead of waiting for ever.
+  // this long (and a fraction of a second) instead of waiting for ever.
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
 };
 

@@ -22,9 +22,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// torch counts its timeouts in whole seconds in places (a 3 s wait for workers ends after 4 s):
-// what its constructor is given this much longer before it is left behind.
-constexpr milliseconds kTorchRounding{1500};
+// torch's constructor is given the time left; this much longer lets it report its own timeout
+// before it is left behind.
+constexpr milliseconds kReportGrace{250};
 // Between two connection attempts while nothing listens yet (rank 0 still starting).
 constexpr milliseconds kRetryDelay{50};
 
@@ -120,7 +120,7 @@ Result<c10::intrusive_ptr<c10d::TCPStore>> open_tcp_store(const std::string& hos
     pending->done_cv.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(pending->mutex);
-  if (!pending->done_cv.wait_until(lock, deadline + kTorchRounding, [&] { return pending->done; }))
+  if (!pending->done_cv.wait_until(lock, deadline + kReportGrace, [&] { return pending->done; }))
     return Status(StatusCode::io_error,
                   fmt::format("{}:{} accepted a connection but did not answer as a c10d store (is the port another "
                               "program's?)",

@@ -3,8 +3,8 @@
 // to a program that accepts and never answers it waits for that answer for ever. So a client
 // first connects on its own, retrying until the deadline, and hands the address to torch only once
 // something accepts; and torch's constructor runs on a thread of its own, which the caller waits
-// for until the deadline (plus the second torch rounds its timeouts up to) and, when it never
-// returns, leaves behind blocked on its socket: the only way out of a read torch gives no timeout.
+// for until the deadline (and a quarter of a second) and, when it never returns, leaves behind
+// blocked on its socket: the only way out of a read torch gives no timeout.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -28,8 +28,7 @@ std::chrono::milliseconds time_left(Deadline deadline);
 // throws (it cannot be reached).
 bool keys_set_by(c10d::Store& store, const std::vector<std::string>& keys, Deadline deadline);
 
-// The store at host:port (options.isServer: this process serves it), by `deadline` (and the
-// second torch may round up). Errors, each one line for the caller to say how long it waited:
+// The store at host:port (options.isServer: this process serves it), by `deadline`. Errors, each one line for the caller to say how long it waited:
 // nothing accepted a connection (io_error, naming the last errno); the peer accepted but did not
 // answer as a c10d store (io_error); the port is taken (busy: a server whose port another process
 // holds); or torch's own error, without its stack trace.

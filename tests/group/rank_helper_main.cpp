@@ -10,7 +10,7 @@
 // usage: snapcache_rank_helper --checkpoint FILE --cache DIR --rank R --world W --port P
 //          [--transport store|nccl] [--device cpu|cuda] [--timeout-ms T] [--loads N]
 //          [--fail-publication] [--die-in-loader] [--heads H] [--component NAME] [--delay-ms D]
-//          [--agent-store] [--stderr-to-stdout]
+//          [--agent-store] [--restart-count N] [--stderr-to-stdout]
 //
 // Two more modes play the other processes a group's port can meet:
 //   --serve-store --port P [--serve-ms S]   serves a c10d TCPStore there, as torchrun's agent does
@@ -46,7 +46,8 @@ namespace {
 
 struct Args {
   std::string checkpoint, cache, port = "29500", transport = "store", device = "cpu", component;
-  int rank = 0, world = 1, loads = 1, heads = 8, timeout_ms = 60000, delay_ms = 0, serve_ms = 60000, forge_rank = -1;
+  int rank = 0, world = 1, loads = 1, heads = 8, timeout_ms = 60000, delay_ms = 0, serve_ms = 60000, forge_rank = -1,
+      restart_count = -1;
   bool fail_publication = false, die_in_loader = false, agent_store = false, serve_store = false,
        stderr_to_stdout = false;
 };
@@ -79,6 +80,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--serve-ms") a.serve_ms = std::stoi(value());
     else if (k == "--forge-rank") a.forge_rank = std::stoi(value());
     else if (k == "--agent-store") a.agent_store = true;
+    else if (k == "--restart-count") a.restart_count = std::stoi(value());
     else if (k == "--serve-store") a.serve_store = true;
     else if (k == "--stderr-to-stdout") a.stderr_to_stdout = true;
     else if (k == "--fail-publication") a.fail_publication = true;
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
   ::setenv("LOCAL_RANK", std::to_string(a.rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(a.world).c_str(), 1);
   if (a.agent_store) ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  if (a.restart_count >= 0) ::setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(a.restart_count).c_str(), 1);
 
   RankGroupOptions group_options;
   group_options.timeout = std::chrono::milliseconds(a.timeout_ms);
