@@ -26,6 +26,12 @@ std::string ranks_word(std::size_t n) { return n == 1 ? "rank" : "ranks"; }
 
 std::string on_every_rank(std::size_t n) { return n == 1 ? "on the group's only rank" : fmt::format("on all {} ranks", n); }
 
+// A text field of a peer's message; anything but a string reads as "".
+std::string text_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // A peer's error code, as it sent it; anything that is not an error code reads as a transport error.
 StatusCode peer_code(int code) {
   return code > static_cast<int>(StatusCode::ok) && code <= static_cast<int>(StatusCode::exception)
@@ -75,17 +81,18 @@ Result<std::vector<nlohmann::json>> GroupAgreement::exchange(nlohmann::json mine
     auto j = r == me ? std::move(mine) : nlohmann::json::parse((*all)[r], nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object())
       return Status(StatusCode::io_error, fmt::format("rank group: rank {} sent an unreadable message", r));
-    const std::string group = j.value("group", "");
+    const std::string group = text_field(j, "group");
     if (group != identity_.id)
       return Status(StatusCode::invalid_argument,
                     fmt::format("rank group: rank {}'s message belongs to group {} ({}), not this group {}: the ranks "
                                 "load different models, or a process of another group (or of none) wrote it",
-                                r, clipped(group.substr(0, 6)), clipped(j.value("about", "?")), identity_.name()));
-    if (j.value("step", "") != step)
+                                r, group.empty() ? "(none)" : clipped(group.substr(0, 6)), clipped(text_field(j, "about")),
+                                identity_.name()));
+    if (text_field(j, "step") != step)
       return Status(StatusCode::io_error,
                     fmt::format("rank group: rank {} sent its {} where rank {} sent its {}: the ranks are out of step "
                                 "(a message was overwritten by another process)",
-                                r, clipped(j.value("step", "?")), me, step));
+                                r, clipped(text_field(j, "step")), me, step));
     out.push_back(std::move(j));
   }
   return out;
