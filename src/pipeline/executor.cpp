@@ -252,7 +252,17 @@ Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_
     auto everyone = agreement->agree_on_tier(tier->name(), answer);
     if (!everyone) return everyone.status();
     report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
-    if (*everyone) return std::move(*answer);
+    if (*everyone) {
+      // The group's decision never stands in for this rank's own answer: taking a tier that did
+      // not serve here would hand out what it did not give (a hit with no weights).
+      if (answer->outcome != TierOutcome::served)
+        return agreement->leave(Status(
+            StatusCode::invalid_argument,
+            fmt::format("rank group: the group took the {} tier, which {} on this rank ({}); a rank only takes a "
+                        "tier that served it",
+                        tier->name(), to_string(answer->outcome), answer->reason)));
+      return std::move(*answer);
+    }
     if (answer->outcome == TierOutcome::served) {
       report.tiers.back().reason += " (not taken: not every rank of the group could serve it)";
       passed.push_back(TierAnswer::skipped("not taken by the group"));
@@ -275,6 +285,12 @@ Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared
   LoadReport& report = load.report;
   NamedTensors& tensors = served.tensors;
 
+  if (served.residence == Residence::host) {
+    // Whichever tier served and whatever a group decided, what goes on is what the model declares
+    // (a device-prepared tier checks its prepared layout itself).
+    if (Status st = check_completeness(tensors, plan.expected); !st)
+      return st.with_context("the served tensors are not the plan's layout");
+  }
   if (served.residence == Residence::device_prepared) {
     SNAPCACHE_RETURN_IF_ERROR(check_on_device(tensors, plan.device));
     derived = std::move(served.derived);
@@ -345,7 +361,7 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   if (key) load.key = &*key;
 
   std::optional<pipeline::GroupAgreement> agreement;
-  if (plan.group) agreement.emplace(*plan.group, report);
+  if (plan.group) agreement.emplace(*plan.group, report, pipeline::group_identity(plan, *plan.group));
   const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
   std::vector<TierAnswer> passed;
   auto served = choose_tier(load, tiers, passed, agreement ? &*agreement : nullptr);

@@ -1,5 +1,10 @@
 #include "snapcache/report.h"
 
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "distributed/rank_list.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 
@@ -59,7 +64,17 @@ std::string LoadReport::table() const {
   if (group) {
     out += fmt::format("  group rank {} of {}: took {} ({:.1f} ms agreeing): {}\n", group->rank, group->size, group->tier,
                        group->agreement_seconds * 1e3, group->decision);
-    for (std::size_t r = 0; r < group->ranks.size(); ++r) out += fmt::format("    rank {}: {}\n", r, group->ranks[r]);
+    // Ranks with the same answers share a line, so a large group's table stays a few lines.
+    std::vector<std::pair<std::string, std::vector<int>>> answers;
+    std::map<std::string, std::size_t> line_of;
+    for (std::size_t r = 0; r < group->ranks.size(); ++r) {
+      auto [it, added] = line_of.try_emplace(group->ranks[r], answers.size());
+      if (added) answers.push_back({group->ranks[r], {}});
+      answers[it->second].second.push_back(static_cast<int>(r));
+    }
+    for (const auto& [answer, ranks] : answers)
+      out += fmt::format("    {} {}: {}\n", ranks.size() == 1 ? "rank" : "ranks", distributed::rank_list(ranks),
+                         answer.empty() ? "(no answer)" : answer);
     if (!group->publication.empty()) out += "  group publication: " + group->publication + "\n";
   }
   return out;
