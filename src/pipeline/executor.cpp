@@ -434,15 +434,24 @@ std::string what_is_loaded(const LoadPlan& plan) {
                      plan.topology.pp_rank, plan.topology.pp_size);
 }
 
+// A line at a time: a sink prints each message as one line (log_to_stderr escapes a newline), so
+// no name inside a reason can start a line of its own.
+void log_table(LogLevel level, const LoadReport& report) {
+  for (const auto& line : report.table_lines()) log(level, line);
+}
+
 void log_load(const LoadPlan& plan, const LoadReport& report) {
   log(report.path == LoadPath::fallback ? LogLevel::warn : LogLevel::info,
       fmt::format("{}: {}", what_is_loaded(plan), report.summary()));
-  log(LogLevel::debug, "stages:\n" + report.table());
+  if (log_level() < LogLevel::debug) return;
+  log(LogLevel::debug, "stages:");
+  log_table(LogLevel::debug, report);
 }
 
 // A load that failed still says how far it got.
 Status log_failure(const LoadPlan& plan, const LoadReport& report, Status status) {
-  log(LogLevel::warn, fmt::format("{} failed: {}\n{}", what_is_loaded(plan), status.to_string(), report.table()));
+  log(LogLevel::warn, fmt::format("{} failed: {}; stages:", what_is_loaded(plan), status.to_string()));
+  log_table(LogLevel::warn, report);
   return status;
 }
 
