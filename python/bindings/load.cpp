@@ -10,15 +10,13 @@
 namespace snapcache::python {
 namespace {
 
-// The exceptions callbacks raise during one call: forgotten when it starts and when it ends, so
-// only the call that failed chains them (raise_status takes them on the way out).
-class CallbackErrors {
- public:
-  CallbackErrors() { forget_callback_errors(); }
-  ~CallbackErrors() { forget_callback_errors(); }
-  CallbackErrors(const CallbackErrors&) = delete;
-  CallbackErrors& operator=(const CallbackErrors&) = delete;
-};
+// The plan as the library gets it from Python: with the check that stops it between stages when
+// an interrupt is pending or a signal handler raises one (GIL held).
+LoadPlan interruptible(const LoadPlan& plan) {
+  LoadPlan out = plan;
+  out.interrupt_check = [main = on_main_thread()] { return check_interrupt(main); };
+  return out;
+}
 
 std::string report_repr(const LoadReport& r) {
   return std::string("LoadReport(") + to_string(r.path) + ", " + py::repr(py::str(r.reason)).cast<std::string>() +
@@ -100,12 +98,14 @@ void bind_loading(py::module_& m) {
   m.def(
       "load_model",
       [](Store* store, const LoadPlan& plan) {
-        CallbackErrors scope;
+        CallbackScope scope;
+        const LoadPlan with_check = interruptible(plan);
         Result<LoadedModel> model = Status();
         {
           py::gil_scoped_release release;
-          model = load_model(store, plan);
+          model = load_model(store, with_check);
         }
+        raise_if_interrupted();  // also after a load that succeeded: the log sink's Ctrl-C
         return unwrap(std::move(model));
       },
       py::arg("store"), py::arg("plan"),
@@ -114,12 +114,14 @@ void bind_loading(py::module_& m) {
   m.def(
       "reload_model",
       [](Store* store, const LoadPlan& plan, LoadedModel& model) {
-        CallbackErrors scope;
+        CallbackScope scope;
+        const LoadPlan with_check = interruptible(plan);
         Result<LoadReport> report = Status();
         {
           py::gil_scoped_release release;
-          report = reload_model(store, plan, model);
+          report = reload_model(store, with_check, model);
         }
+        raise_if_interrupted();
         return unwrap(std::move(report));
       },
       py::arg("store"), py::arg("plan"), py::arg("model"),

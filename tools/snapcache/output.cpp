@@ -20,7 +20,10 @@ void Table::right_align(std::size_t column) {
   right_[column] = true;
 }
 
-void Table::add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+void Table::add(std::vector<std::string> row) {
+  for (auto& cell : row) cell = printable(cell);
+  rows_.push_back(std::move(row));
+}
 
 std::string Table::render() const {
   std::vector<std::vector<std::string>> all;
@@ -67,12 +70,14 @@ std::string ago(std::int64_t unix_ns) {
 
 std::string size(std::uint64_t bytes) { return format_size(bytes); }
 
-void print_json(const json& value) {
+void print_json(const json& value, std::FILE* file) {
   // Paths need not be UTF-8; replacing bad bytes beats failing to print.
-  std::string text = value.dump(2, ' ', false, json::error_handler_t::replace);
+  std::string text = value.dump(2, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
   text += '\n';
-  std::fputs(text.c_str(), stdout);
+  std::fputs(text.c_str(), file);
 }
+
+void print_own_text(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 std::string process_name(int pid) {
   std::ifstream in(fmt::format("/proc/{}/comm", pid));
