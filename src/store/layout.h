@@ -11,6 +11,8 @@
 //   <dir>/digests.json         checkpoint content-digest memo
 //   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h)
 //   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
+//   <dir>/index/<c>/<k>.<id>   entries by component and checkpoint, for a miss to name the
+//                              nearest (store/entry_index.h)
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "snapcache/file_system.h"
+#include "snapcache/key.h"
 
 namespace snapcache::store {
 
@@ -42,6 +45,10 @@ std::string short_id(const std::string& id);
 // Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+// Reads just the key at the front of a manifest (format::decode_manifest_head, then the key's
+// bytes): enough to explain a miss or find an index record, without reading (or trusting) the rest.
+Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path);
 
 // Processes holding flock locks on the file with this identity, from /proc/locks.
 std::vector<int> flock_holders(const FileIdentity& id);
