@@ -162,8 +162,9 @@ SNAPCACHE_API std::vector<RecordedMiss> recorded_misses(const Store& store);  //
 SNAPCACHE_API Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store);
 // The entry whose key differs from `key` in the fewest fields, with those differences; an entry
 // of the same component is preferred to any entry of another. It compares at most 16 entries,
-// whatever the size of the cache: those the cache's index names for the key's component and
-// checkpoint, then for its component, then others (in a cache of at most 16 entries: all).
+// whatever the size of the cache, chosen by the cache's index: those of the key's component and
+// checkpoint; if there are none, one of each other checkpoint of its component; if there are
+// none either, one of each other component.
 SNAPCACHE_API std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store,
                                                                                             const Key& key);
 

@@ -1,7 +1,6 @@
 #include "store/entry_index.h"
 
 #include <cerrno>
-#include <map>
 #include <set>
 
 #include "snapcache/text.h"
@@ -60,37 +59,40 @@ std::vector<std::string> names_at(FileSystem& fs, int parent, const std::string&
   return out;
 }
 
-}  // namespace
-
-std::string index_component_name(const Key& key) { return hash_name(key.component); }
-
-std::string index_record_name(const Key& key, const std::string& id) { return checkpoint_name(key) + "." + id; }
-
-bool is_index_component_name(const std::string& name) {
-  return name.size() == kHashDigits && is_hex(name, 0, kHashDigits);
+// The directory of the records of `key`'s component and checkpoint.
+std::string bucket_path(const std::string& cache_directory, const Key& key) {
+  return index_path(cache_directory) + "/" + hash_name(key.component) + "/" + checkpoint_name(key);
 }
 
-std::string id_of_index_record(const std::string& name) {
-  if (name.size() != kHashDigits + 1 + 32 || !is_hex(name, 0, kHashDigits) || name[kHashDigits] != '.') return "";
-  std::string id = name.substr(kHashDigits + 1);
-  return is_entry_id(id) ? id : "";
+}  // namespace
+
+bool is_index_hash_name(const std::string& name) { return name.size() == kHashDigits && is_hex(name, 0, kHashDigits); }
+
+std::string index_record_path(const std::string& cache_directory, const Key& key, const std::string& id) {
+  return bucket_path(cache_directory, key) + "/" + id;
 }
 
 void index_entry(const std::string& cache_directory, const Key& key, const std::string& id) {
   FileSystem& fs = side_fs();
-  const std::string component = index_path(cache_directory) + "/" + index_component_name(key);
-  if (!own_directory(fs, index_path(cache_directory), true) || !own_directory(fs, component, true)) return;
+  const std::string component = index_path(cache_directory) + "/" + hash_name(key.component);
+  const std::string bucket = bucket_path(cache_directory, key);
+  if (!own_directory(fs, index_path(cache_directory), true) || !own_directory(fs, component, true) ||
+      !own_directory(fs, bucket, true))
+    return;
   // Already there (gc adding what it finds missing, say) is fine; a link there is not followed.
-  (void)fs.open(component + "/" + index_record_name(key, id), OpenMode::create_exclusive, Follow::no);
+  (void)fs.open(bucket + "/" + id, OpenMode::create_exclusive, Follow::no);
 }
 
 void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id) {
   FileSystem& fs = side_fs();
   auto key = read_manifest_key(fs, manifest_path);
   if (!key) return;
-  const std::string component = index_path(cache_directory) + "/" + index_component_name(*key);
-  if (!own_directory(fs, index_path(cache_directory), false) || !own_directory(fs, component, false)) return;
-  (void)fs.remove_file(component + "/" + index_record_name(*key, id));
+  const std::string component = index_path(cache_directory) + "/" + hash_name(key->component);
+  const std::string bucket = bucket_path(cache_directory, *key);
+  if (!own_directory(fs, index_path(cache_directory), false) || !own_directory(fs, component, false) ||
+      !own_directory(fs, bucket, false))
+    return;
+  (void)fs.remove_file(bucket + "/" + id);
 }
 
 std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max) {
@@ -101,49 +103,59 @@ std::vector<std::string> index_candidates(const std::string& cache_directory, co
   auto index = fs.open_directory_at(top->get(), kIndexDir);
   if (!index) return out;
   std::set<std::string> taken;
-  auto take = [&](const std::string& record) {
-    const std::string id = id_of_index_record(record);
-    if (out.size() < max && !id.empty() && taken.insert(id).second) out.push_back(id);
+  auto take = [&](const std::string& id) {
+    if (out.size() < max && is_entry_id(id) && taken.insert(id).second) out.push_back(id);
   };
-
-  const std::string own = index_component_name(key);
-  const std::string same_checkpoint = checkpoint_name(key) + ".";
-  const std::vector<std::string> records = names_at(fs, index->get(), own);
-  for (const auto& record : records)
-    if (record.starts_with(same_checkpoint)) take(record);
-  if (out.size() < max) {
-    // Then one entry of each other checkpoint of the component in turn (at most `max` of them):
-    // a miss after a new checkpoint is best explained by an entry of an earlier one, whichever.
-    std::map<std::string, std::vector<const std::string*>> by_checkpoint;
-    for (const auto& record : records) {
-      if (record.starts_with(same_checkpoint)) continue;
-      auto it = by_checkpoint.find(record.substr(0, kHashDigits));
-      if (it == by_checkpoint.end()) {
-        if (by_checkpoint.size() >= max) continue;
-        it = by_checkpoint.emplace(record.substr(0, kHashDigits), std::vector<const std::string*>{}).first;
-      }
-      if (it->second.size() < max) it->second.push_back(&record);
+  // One record of each of up to `max` checkpoint directories of `component`, in turn, other than
+  // `except`.
+  auto one_of_each = [&](int component, const std::string& except) {
+    auto buckets = fs.list_directory_at(component);
+    if (!buckets) return;
+    std::vector<std::vector<std::string>> in_turn;
+    for (const auto& b : *buckets) {
+      if (in_turn.size() >= max) break;
+      if (b.name == except || !is_index_hash_name(b.name)) continue;
+      in_turn.push_back(names_at(fs, component, b.name));
     }
     for (std::size_t round = 0; out.size() < max; ++round) {
       bool any = false;
-      for (const auto& [checkpoint, in_turn] : by_checkpoint) {
-        if (round >= in_turn.size()) continue;
+      for (const auto& records : in_turn) {
+        if (round >= records.size()) continue;
         any = true;
-        take(*in_turn[round]);
+        take(records[round]);
       }
       if (!any) break;
     }
+  };
+
+  const std::string own = hash_name(key.component);
+  const std::string checkpoint = checkpoint_name(key);
+  if (auto component = fs.open_directory_at(index->get(), own)) {
+    for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
+    // A new checkpoint: an entry of an earlier one explains it best, whichever.
+    if (out.empty()) one_of_each(component->get(), checkpoint);
   }
-  if (out.size() >= max) return out;
+  if (!out.empty()) return out;
+  // No entry of the component: one of each other component (any differs in its component).
   auto components = fs.list_directory_at(index->get());
   if (!components) return out;
-  for (const auto& e : *components) {
-    const std::string& component = e.name;
-    if (out.size() >= max) break;
-    if (component == own || !is_index_component_name(component)) continue;
-    for (const auto& record : names_at(fs, index->get(), component)) {
-      if (out.size() >= max) break;
-      take(record);
+  std::size_t looked = 0;
+  for (const auto& c : *components) {
+    if (out.size() >= max || looked >= max) break;
+    if (c.name == own || !is_index_hash_name(c.name)) continue;
+    ++looked;
+    auto component = fs.open_directory_at(index->get(), c.name);
+    if (!component) continue;
+    auto buckets = fs.list_directory_at(component->get());
+    if (!buckets) continue;
+    const std::size_t before = out.size();
+    for (const auto& b : *buckets) {
+      if (out.size() > before) break;
+      if (!is_index_hash_name(b.name)) continue;
+      for (const auto& id : names_at(fs, component->get(), b.name)) {
+        take(id);
+        if (out.size() > before) break;
+      }
     }
   }
   return out;

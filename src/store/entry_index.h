@@ -1,7 +1,7 @@
 // The index of entries by component and checkpoint, so that a miss names the nearest entry after
 // reading a few manifests instead of every one (a cache of 100k entries read 100k on each miss):
 //
-//   <dir>/index/<component hash>/<checkpoint hash>.<id>     one empty file per entry
+//   <dir>/index/<component hash>/<checkpoint hash>/<id>     one empty file per entry
 //
 // It only ever chooses which manifests a miss reads to explain itself; the explanation compares
 // the keys in those manifests. So it is kept like misses/ and stats.json: around the FileSystem
@@ -30,15 +30,15 @@ void index_entry(const std::string& cache_directory, const Key& key, const std::
 void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id);
 
 // Up to `max` ids of entries to compare a missed key with, by the index alone (names, no
-// manifest): those of the key's component and checkpoint first, then of its component (one per
-// checkpoint in turn), then of other components. May name entries that are gone.
+// manifest): those of the key's component and checkpoint; when there are none (a new
+// checkpoint), one of each other checkpoint of its component in turn; when there are none either,
+// one of each other component. Each step lists one small directory per checkpoint it looks in,
+// never the whole cache. May name entries that are gone.
 std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max);
 
-// What gc checks the index against (garbage.cpp): a component directory's name, a record's name,
-// and the entry id a well-formed record names ("" for a name that is not a record's).
-std::string index_component_name(const Key& key);
-std::string index_record_name(const Key& key, const std::string& id);
-bool is_index_component_name(const std::string& name);
-std::string id_of_index_record(const std::string& name);
+// What gc checks the index against (garbage.cpp): the name of a component's or a checkpoint's
+// directory (16 hex digits), and where the record of entry `id` of `key` is.
+bool is_index_hash_name(const std::string& name);
+std::string index_record_path(const std::string& cache_directory, const Key& key, const std::string& id);
 
 }  // namespace snapcache::store

@@ -126,8 +126,9 @@ class Collector {
     }
   }
 
-  // index/ (store/entry_index.h): what is not a record of an entry that is still there goes. It
-  // decides nothing, so a part that cannot be read is left for the next gc.
+  // index/ (store/entry_index.h): what is not a record of an entry that is still there goes, and
+  // so do directories left empty (after the grace period: a publication may be about to add
+  // to one). It decides nothing, so a part that cannot be read is left for the next gc.
   void index(const std::string& cache) {
     const std::string index = cache + "/" + store::kIndexDir;
     auto st = fs_.stat(index, Follow::no);
@@ -137,23 +138,28 @@ class Collector {
     if (!components) return;
     for (const auto& c : *components) {
       const std::string component = index + "/" + c.name;
-      if (!store::is_index_component_name(c.name) || !c.is_directory) {
-        stray(component, " in index/");
-        continue;
-      }
-      auto records = fs_.list_directory(component);
-      if (!records) continue;
-      for (const auto& r : *records) {
-        const std::string record = component + "/" + r.name;
-        const std::string id = store::id_of_index_record(r.name);
-        auto found = fs_.stat(record, Follow::no);
-        if (!found) continue;
-        if (id.empty() || !found->is_regular) {
-          stray(record, " in index/");
-          continue;
+      if (!index_directory(component, c)) continue;
+      auto buckets = fs_.list_directory(component);
+      if (!buckets) continue;
+      if (buckets->empty()) empty_index_directory(component);
+      for (const auto& b : *buckets) {
+        const std::string bucket = component + "/" + b.name;
+        if (!index_directory(bucket, b)) continue;
+        auto records = fs_.list_directory(bucket);
+        if (!records) continue;
+        if (records->empty()) empty_index_directory(bucket);
+        for (const auto& r : *records) {
+          const std::string record = bucket + "/" + r.name;
+          auto found = fs_.stat(record, Follow::no);
+          if (!found) continue;
+          if (!store::is_entry_id(r.name) || !found->is_regular) {
+            stray(record, " in index/");
+            continue;
+          }
+          auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + r.name, Follow::no);
+          if (!entry && entry.status().code() == StatusCode::not_found)
+            take(record, "index record of an entry that is gone");
         }
-        auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + id, Follow::no);
-        if (!entry && entry.status().code() == StatusCode::not_found) take(record, "index record of an entry that is gone");
       }
     }
   }
@@ -161,6 +167,18 @@ class Collector {
   std::vector<GarbageItem> take_items() { return std::move(items_); }
 
  private:
+  // A component's or a checkpoint's directory in index/; anything else there is a stray.
+  bool index_directory(const std::string& path, const DirEntry& e) {
+    if (store::is_index_hash_name(e.name) && e.is_directory) return true;
+    stray(path, " in index/");
+    return false;
+  }
+
+  void empty_index_directory(const std::string& path) {
+    auto st = fs_.stat(path, Follow::no);
+    if (st && old_enough(*st, grace_ns())) take(path, "empty index directory");
+  }
+
   FileSystem& fs_;
   const GarbageOptions& options_;
   std::int64_t now_;

@@ -235,10 +235,10 @@ std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(
   const std::string& dir = store.config().directory;
   // The index chooses which manifests to read (store/entry_index.h); their keys decide.
   std::vector<std::string> ids = store::index_candidates(dir, key, kNearestCandidates);
-  if (ids.size() < kNearestCandidates) {
-    // An index with fewer records (a small cache; entries from before the index, until gc adds
-    // theirs): entries as listed fill the rest. Explaining a miss is best effort: a cache that
-    // cannot be listed has nothing more to compare with.
+  if (ids.empty()) {
+    // No index, or nothing in it (a cache from before it, until gc makes its records): the first
+    // entries listed. Explaining a miss is best effort: a cache that cannot be listed has nothing
+    // to compare with.
     if (auto names = store.fs().list_directory(dir + "/" + store::kEntriesDir)) {
       for (const auto& e : *names) {
         if (ids.size() >= kNearestCandidates) break;

@@ -44,8 +44,9 @@ Key rank_key(int checkpoint, int rank) {
 
 std::string index_dir(const std::string& cache) { return cache + "/" + store::kIndexDir; }
 std::string record_path(const std::string& cache, const Key& key) {
-  return index_dir(cache) + "/" + store::index_component_name(key) + "/" + store::index_record_name(key, key_id(key));
+  return store::index_record_path(cache, key, key_id(key));
 }
+std::string parent_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 }  // namespace
 
@@ -160,19 +161,23 @@ TEST_CASE("the index a miss uses is untrusted: links are not followed, junk goes
   CHECK(test::path_exists(record_path(cache, rank_key(1, 1))));
 
   // Records planted or left behind: a name that is no record's, a record of an entry that is
-  // gone, a record that is a link (to a file outside, which stays), a component that is a link.
-  const std::string component = index_dir(cache) + "/" + store::index_component_name(rank_key(1, 0));
-  const std::string odd = component + "/notes.txt";
+  // gone, a record that is a link (to a file outside, which stays), a component and a checkpoint
+  // directory that are links, a checkpoint directory left empty.
+  const std::string bucket = parent_of(record_path(cache, rank_key(1, 0)));
+  const std::string component = parent_of(bucket);
+  const std::string odd = bucket + "/notes.txt";
   test::write_bytes(odd, "x");
-  const Key gone = rank_key(5, 0);
-  const std::string stale = component + "/" + store::index_record_name(gone, key_id(gone));
+  const std::string stale = record_path(cache, rank_key(1, 9));
   test::write_bytes(stale, "");
   test::write_bytes(outside / "target", "keep me");
-  const Key linked = rank_key(6, 0);
-  const std::string link = component + "/" + store::index_record_name(linked, key_id(linked));
+  const std::string link = record_path(cache, rank_key(1, 8));
   REQUIRE(::symlink((outside / "target").c_str(), link.c_str()) == 0);
   const std::string linked_component = index_dir(cache) + "/0123456789abcdef";
   REQUIRE(::symlink(outside.path().c_str(), linked_component.c_str()) == 0);
+  const std::string linked_bucket = component + "/fedcba9876543210";
+  REQUIRE(::symlink(outside.path().c_str(), linked_bucket.c_str()) == 0);
+  const std::string empty_bucket = component + "/0011223344556677";
+  REQUIRE(::mkdir(empty_bucket.c_str(), 0755) == 0);
   // And a lost record: the entry stays, its record goes.
   test::remove_path(record_path(cache, rank_key(1, 1)));
 
@@ -188,7 +193,9 @@ TEST_CASE("the index a miss uses is untrusted: links are not followed, junk goes
   CHECK(reasons == std::map<std::string, std::string>{{odd, "stray file in index/"},
                                                       {stale, "index record of an entry that is gone"},
                                                       {link, "stray file in index/"},
-                                                      {linked_component, "stray file in index/"}});
+                                                      {linked_component, "stray file in index/"},
+                                                      {linked_bucket, "stray file in index/"},
+                                                      {empty_bucket, "empty index directory"}});
   CHECK(test::read_bytes(outside / "target") == "keep me");
   CHECK(test::path_exists(record_path(cache, rank_key(1, 0))));
   CHECK(test::path_exists(record_path(cache, rank_key(1, 1))));  // made again
