@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 #include "snapcache/text.h"
@@ -55,6 +56,8 @@ void Table::print() const { std::fputs(render().c_str(), stdout); }
 
 std::string when(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
+  // A saturated time: the file's real date is later than any that 64-bit nanoseconds hold.
+  if (unix_ns == std::numeric_limits<std::int64_t>::max()) return "after 2262-04-11";
   std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
   std::tm tm{};
   ::localtime_r(&t, &tm);
@@ -65,7 +68,7 @@ std::string when(std::int64_t unix_ns) {
 
 std::string ago(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
-  return format_age_since(unix_ns) + " ago";
+  return format_time_from_now(unix_ns);
 }
 
 std::string size(std::uint64_t bytes) { return format_size(bytes); }

@@ -41,9 +41,9 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// "2025-06-01 12:00:03" in local time; "-" for 0.
+// "2025-06-01 12:00:03" in local time; "-" for 0; "after 2262-04-11" for a saturated time.
 std::string when(std::int64_t unix_ns);
-// "3d ago", "12m ago"; "-" for 0.
+// "3d ago", "12m ago", "in 9y" (a time in the future: a clock that was wrong); "-" for 0.
 std::string ago(std::int64_t unix_ns);
 // "2.0 MiB"
 std::string size(std::uint64_t bytes);
