@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The loaders a user could pick instead of snapcache, on one safetensors checkpoint, onto one GPU.
+
+Each load runs in a new process, as a restarted server would: imports and CUDA start-up happen
+before the clock, which runs from the load call to torch.cuda.synchronize() after the last tensor
+is on the device. One more run of each peer, not timed, checks every tensor it returned against
+the checkpoint's bytes (safetensors' own CPU reader, compared on the GPU byte for byte). Peers that are
+not installed are reported as such, not skipped silently.
+
+    python3 bench/peer_load_bench.py CHECKPOINT [--runs 3] [--peers a,b] [--json FILE]
+
+Peers (issue 21's list): safetensors load_file(device="cuda"); instanttensor safe_open with its
+default backend and with BackendPolicy.BUFFERED; fastsafetensors SafeTensorsFileLoader (nogds);
+runai_model_streamer SafetensorsStreamer. bench/gpu_load_bench.cpp measures snapcache and the
+pinned-copy ceiling on the same checkpoint (its --work-dir); run both in one session.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PEERS = ["safetensors", "instanttensor", "instanttensor_buffered", "fastsafetensors", "runai"]
+
+CHILD = r'''
+import sys, time, json
+path, peer, check = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+import torch
+torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
+tensors = {}
+keep = []
+if peer == "safetensors":
+    from safetensors.torch import load_file
+    t0 = time.perf_counter()
+    tensors = load_file(path, device="cuda")
+elif peer.startswith("instanttensor"):
+    import instanttensor
+    kwargs = {}
+    if peer.endswith("buffered"):
+        kwargs["backend"] = instanttensor.BackendPolicy.BUFFERED
+    t0 = time.perf_counter()
+    f = instanttensor.safe_open(path, framework="pt", device=0, **kwargs)
+    keep.append(f)
+    ctx = f.__enter__() if hasattr(f, "__enter__") else f
+    for name, t in ctx.tensors():
+        tensors[name] = t
+elif peer == "fastsafetensors":
+    from fastsafetensors import SafeTensorsFileLoader
+    t0 = time.perf_counter()
+    loader = SafeTensorsFileLoader(None, "cuda:0", nogds=True)
+    loader.add_filenames({0: [path]})
+    fb = loader.copy_files_to_device()
+    keep += [loader, fb]
+    for name in fb.key_to_rank_lidx.keys():
+        tensors[name] = fb.get_tensor(name)
+elif peer == "runai":
+    from runai_model_streamer import SafetensorsStreamer
+    t0 = time.perf_counter()
+    streamer = SafetensorsStreamer()
+    keep.append(streamer)
+    streamer.__enter__()
+    streamer.stream_file(path, device="cuda")
+    for name, t in streamer.get_tensors():
+        # The streamer may hand out views of a buffer it reuses: a checking run copies each one
+        # as it arrives (that run is not timed).
+        tensors[name] = t.clone() if check else t
+else:
+    raise SystemExit("unknown peer " + peer)
+torch.cuda.synchronize()
+seconds = time.perf_counter() - t0
+nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+mismatched = []
+if check:
+    from safetensors import safe_open
+    with safe_open(path, framework="pt", device="cpu") as ref:
+        names = list(ref.keys())
+        if sorted(names) != sorted(tensors):
+            mismatched.append("names differ")
+        for n in names:
+            if n not in tensors:
+                continue
+            r = ref.get_tensor(n).to("cuda")
+            t = tensors[n]
+            if t.dtype != r.dtype or tuple(t.shape) != tuple(r.shape) or not torch.equal(
+                    t.contiguous().view(-1).view(torch.uint8), r.contiguous().view(-1).view(torch.uint8)):
+                mismatched.append(n)
+print(json.dumps({"seconds": seconds, "bytes": nbytes, "tensors": len(tensors), "checked": check,
+                  "mismatched": mismatched[:8]}))
+'''
+
+
+def run_one(path, peer, check):
+    proc = subprocess.run([sys.executable, "-c", CHILD, path, peer, "1" if check else "0"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": last[:300]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--peers", default=",".join(PEERS))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    size = os.path.getsize(args.checkpoint)
+    results = {}
+    print(f"{args.checkpoint}: {size / 2**30:.2f} GiB; {args.runs} runs per peer, each in a new process")
+    print(f"{'peer':<24} {'min s':>8} {'median s':>9} {'GB/s (min)':>11}  bytes checked")
+    for peer in args.peers.split(","):
+        runs = []
+        checked = run_one(args.checkpoint, peer, check=True)
+        if "error" not in checked:
+            for _ in range(args.runs):
+                r = run_one(args.checkpoint, peer, check=False)
+                runs.append(r)
+                if "error" in r:
+                    break
+        results[peer] = {"check": checked, "runs": runs}
+        failed = checked if "error" in checked else next((r for r in runs if "error" in r), None)
+        if failed:
+            print(f"{peer:<24} failed: {failed['error']}")
+            continue
+        secs = [r["seconds"] for r in runs]
+        nbytes = checked["bytes"]
+        ok = "ok" if not checked["mismatched"] else "MISMATCH " + ", ".join(checked["mismatched"])
+        print(f"{peer:<24} {min(secs):8.3f} {statistics.median(secs):9.3f} {nbytes / min(secs) / 1e9:11.1f}  {ok}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
