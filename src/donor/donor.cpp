@@ -276,8 +276,10 @@ Result<DonorShutdown> Donor::run() {
       if (errno == EINTR) continue;
       return Status::from_errno(errno, "donor: poll");
     }
-    if (fds[0].revents != 0) break;
+    // Consumers that let go before the stop are reaped first: a detach and a SIGTERM that arrive
+    // in one poll would otherwise count a consumer that is gone, and the stop would wait for it.
     d.reap(fds);
+    if (fds[0].revents != 0) break;
     if (fds[1].revents != 0) {
       auto connection = d.listener.accept(0ms);
       if (connection) d.handle(std::move(*connection));
