@@ -54,6 +54,10 @@ struct EntryInfo {
   // Every data file still has the identity it was proven with, so a load trusts the checksums
   // without reading the data; false means the next load rehashes.
   bool identity_trusted = false;
+  // Why no load can reach the entry any more, or "": a checkpoint file its key names by path has
+  // changed or vanished since the entry was made (describe_checkpoint now gives another identity),
+  // so every load of that path computes another key. Entries keyed by content are never stale.
+  std::string stale;
 };
 
 // "pid 1234 (python3), pid 99 (?)": lease holders as an operator wants to read them.
@@ -69,6 +73,7 @@ struct EvictRequest {
   bool all = false;
   std::optional<std::int64_t> unused_for_seconds;   // last use at least this long ago
   std::optional<std::uint64_t> to_size;             // stop once the cache is this small
+  bool stale = false;                               // entries no load can reach (EntryInfo::stale)
   DryRun dry_run = DryRun::no;
 };
 

@@ -40,8 +40,9 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
                    [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns < b.last_use_unix_ns; });
   for (const EntryInfo& e : entries) {
     if (request.to_size && total <= *request.to_size) break;
-    bool selected = wanted.empty() ? request.all || request.unused_for_seconds || request.to_size
+    bool selected = wanted.empty() ? request.all || request.unused_for_seconds || request.to_size || request.stale
                                    : wanted.count(e.id) > 0;
+    if (selected && request.stale) selected = !e.stale.empty();
     if (selected && request.unused_for_seconds) {
       std::int64_t unused_ns = 0;
       if (__builtin_mul_overflow(*request.unused_for_seconds, std::int64_t{1'000'000'000}, &unused_ns))

@@ -89,6 +89,26 @@ namespace {
 
 Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const store::FlockTable& locks);
 
+// The first checkpoint file (keyed by path) whose identity is not the key's any more, said as a
+// person would: a load of that path now computes another key. Only stat(2) of the recorded path
+// (the path comes from the entry; nothing is opened or read).
+std::string stale_reason(FileSystem& fs, const Key& key) {
+  for (const CheckpointFile& recorded : key.checkpoint) {
+    if (recorded.keyed_by_content() || recorded.path.empty()) continue;
+    auto now = describe_checkpoint(fs, {recorded.path});
+    if (!now || now->size() != 1)
+      return fmt::format("checkpoint {} is gone ({})", recorded.path, now ? "no file" : now.status().message());
+    if (!((*now)[0] == recorded)) {
+      const CheckpointFile& current = (*now)[0];
+      const char* what = current.size != recorded.size         ? "its size"
+                         : current.mtime_ns != recorded.mtime_ns ? "its modification time"
+                                                                 : "its identity (inode, device or change time)";
+      return fmt::format("checkpoint {} changed since the entry was made ({} differs)", recorded.path, what);
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<EntryInfo>> list_entries(Store& store) {
@@ -156,6 +176,7 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
   info.identity_trusted = check.status.is_ok() && check.untrusted_files.empty();
   info.verified_unix_ns = check.verified_unix_ns;
   info.manifest = std::move(check.manifest);
+  if (info.manifest) info.stale = stale_reason(fs, info.manifest->key);
   return info;
 }
 

@@ -1,8 +1,16 @@
 // snapcache evict: leases are respected, --dry-run changes nothing, the selection rules.
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "support/catch.h"
 #include "support/child_process.h"
+#include "snapcache/key.h"
 
 using namespace snapcache;
 using namespace snapcache::test;
@@ -129,4 +137,79 @@ TEST_CASE("cli evict reports an entry it cannot remove as an error (exit 5), not
   CHECK(text.exit_code == 5);
   CHECK(contains(text.out, "could not be written"));
   CHECK_FALSE(contains(text.out, "in use"));
+}
+
+TEST_CASE("cli ls marks an entry whose checkpoint changed or vanished as stale, and evict --stale removes it",
+          "[cli][evict][stale]") {
+  Cache cache;
+  // Three entries keyed by real checkpoint files, as a loader makes them: one left alone, one
+  // whose file is then touched (a new mtime), one whose file is removed.
+  std::vector<std::string> ids;
+  std::vector<std::string> files;
+  for (int seed : {21, 22, 23}) {
+    const std::string file = cache.dir / ("model-" + std::to_string(seed) + ".safetensors");
+    write_bytes(file, std::string(100 + seed, 'w'));
+    auto described = describe_checkpoint(*posix_file_system(), {file});
+    REQUIRE(described.is_ok());
+    Key key = store_key(seed);
+    key.checkpoint = *described;
+    PublishOptions options;
+    options.chunk_size = 1 << 20;
+    auto out = publish_raw(*cache.store, key, raw_model(seed, 1), options);
+    REQUIRE(out.result == PublishResult::published);
+    ids.push_back(out.entry_id);
+    files.push_back(file);
+  }
+  // A content-keyed entry names no path: it is never stale, wherever its bytes went.
+  Key by_content = store_key(24);
+  by_content.checkpoint[0].content_digest = std::string(32, 'a');
+  by_content.checkpoint[0] = checkpoint_identity(by_content.checkpoint[0]);
+  PublishOptions options;
+  options.chunk_size = 1 << 20;
+  const std::string content_id = publish_raw(*cache.store, by_content, raw_model(24, 1), options).entry_id;
+  REQUIRE_FALSE(content_id.empty());
+
+  set_age(files[1], 3600);  // touched: another mtime
+  REQUIRE(::unlink(files[2].c_str()) == 0);
+
+  auto listed = run_cli(with_dir(cache, {"ls", "--json"}));
+  INFO(listed.out << listed.err);
+  REQUIRE(listed.exit_code == 0);
+  std::map<std::string, nlohmann::json> by_id;
+  const nlohmann::json listing = listed.json();
+  for (const auto& e : listing["entries"]) by_id[e["id"].get<std::string>()] = e;
+  REQUIRE(by_id.size() == 4);
+  CHECK(by_id[ids[0]]["stale"].is_null());
+  CHECK(by_id[content_id]["stale"].is_null());
+  REQUIRE(by_id[ids[1]]["stale"].is_string());
+  CHECK(contains(by_id[ids[1]]["stale"].get<std::string>(), "changed since the entry was made (its modification time"));
+  REQUIRE(by_id[ids[2]]["stale"].is_string());
+  CHECK(contains(by_id[ids[2]]["stale"].get<std::string>(), "is gone"));
+  for (const auto& id : ids) CHECK(by_id[id]["state"] == "ok");  // the bytes are sound
+
+  auto text = run_cli(with_dir(cache, {"ls"}));
+  CHECK(contains(text.out, "ok, stale"));
+  auto inspect = run_cli(with_dir(cache, {"inspect", ids[1]}));
+  CHECK(contains(inspect.out, "no load can reach it"));
+
+  const std::string before = tree_snapshot(cache.path());
+  auto dry = run_cli(with_dir(cache, {"evict", "--stale", "--dry-run", "--json"}));
+  INFO(dry.out << dry.err);
+  REQUIRE(dry.exit_code == 0);
+  std::vector<std::string> would;
+  const nlohmann::json dry_json = dry.json();
+  for (const auto& e : dry_json["evicted"]) would.push_back(e["id"].get<std::string>());
+  std::sort(would.begin(), would.end());
+  std::vector<std::string> expected = {ids[1], ids[2]};
+  std::sort(expected.begin(), expected.end());
+  CHECK(would == expected);
+  CHECK(tree_snapshot(cache.path()) == before);
+
+  auto real = run_cli(with_dir(cache, {"evict", "--stale"}));
+  INFO(real.out << real.err);
+  CHECK(real.exit_code == 0);
+  CHECK(path_exists(cache.store->entry_path(ids[0])));
+  CHECK(path_exists(cache.store->entry_path(content_id)));
+  CHECK_FALSE(path_exists(cache.store->entry_path(ids[1])));
+  CHECK_FALSE(path_exists(cache.store->entry_path(ids[2])));
 }

@@ -40,6 +40,8 @@ std::string torch_text(const TorchIdentity& t) {
 std::string state_text(const EntryInfo& e) {
   std::string s = to_string(e.state);
   if (e.leased) s += ", leased by " + describe_processes(e.lease_holders);
+  // Its bytes are sound (the state says so), but no load reaches it any more: `inspect` says why.
+  if (!e.stale.empty()) s += ", stale";
   return s;
 }
 
@@ -87,6 +89,7 @@ json entry_summary_json(const EntryInfo& e) {
             {"path", e.path},
             {"state", to_string(e.state)},
             {"problem", e.problem},
+            {"stale", e.stale.empty() ? json(nullptr) : json(e.stale)},
             {"bytes", e.bytes},
             {"last_use_unix_ns", e.last_use_unix_ns},
             {"leased", e.leased},

@@ -15,16 +15,18 @@ struct Options {
   bool all = false;
   std::string older_than;
   std::string to_size;
+  bool stale = false;
   bool dry_run = false;
 };
 
 int run(Context& ctx, const Options& o) {
-  if (o.ids.empty() && !o.all && o.older_than.empty() && o.to_size.empty())
-    throw CliError(kUsage, "say what to evict: entry ids, --all, --older-than AGE or --to-size SIZE");
+  if (o.ids.empty() && !o.all && o.older_than.empty() && o.to_size.empty() && !o.stale)
+    throw CliError(kUsage, "say what to evict: entry ids, --all, --stale, --older-than AGE or --to-size SIZE");
   Store& store = ctx.store();
   EvictRequest request;
   for (const auto& text : o.ids) request.ids.push_back(resolve_entry(store, text));
   request.all = o.all;
+  request.stale = o.stale;
   if (!o.older_than.empty()) request.unused_for_seconds = parse_age_arg(o.older_than);
   if (!o.to_size.empty()) request.to_size = parse_size_arg(o.to_size);
   request.dry_run = o.dry_run ? DryRun::yes : DryRun::no;
@@ -105,6 +107,10 @@ Command add_evict(CLI::App& app, GlobalOptions& options) {
       ->excludes(all);
   cmd->add_option("--to-size", o->to_size, "Least recently used entries until the cache holds at most SIZE (50GiB)")
       ->check(size_validator())
+      ->excludes(ids)
+      ->excludes(all);
+  cmd->add_flag("--stale", o->stale,
+                "Entries no load can reach: a checkpoint file they name by path changed or vanished (ls: stale)")
       ->excludes(ids)
       ->excludes(all);
   cmd->add_flag("-n,--dry-run", o->dry_run, "Only say what would be evicted");

@@ -114,6 +114,7 @@ void print_text(const EntryInfo& e) {
   head.add({"entry", e.id});
   head.add({"path", e.path});
   head.add({"state", to_string(e.state) + (e.problem.empty() ? "" : ": " + e.problem)});
+  if (!e.stale.empty()) head.add({"stale", e.stale + ": no load can reach it (snapcache evict --stale removes it)"});
   if (e.manifest) {
     const Creation& c = e.manifest->creation;
     head.add({"size", fmt::format("{} on disk, {} of data in {} file(s)", size(e.bytes), size(e.manifest->data_bytes()),
