@@ -234,6 +234,45 @@ TEST_CASE("an ordinary loader that does not produce the declared tensors is an e
   CHECK(list_entries(*store).value().empty());  // nothing incomplete was published
 }
 
+TEST_CASE("a cold load that breaks a declared alias group is refused before anything is published", "[pipeline]") {
+  // The warm check refuses an entry whose tensors break a declared alias group; the cold check is
+  // the same check, so such a loader output is an error at once, never an entry that every warm
+  // lookup then refuses.
+  Fixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  REQUIRE(plan.expected.size() >= 2);
+  plan.expected[0].alias_group = "tied";
+  plan.expected[1].alias_group = "tied";  // declared to share one storage; the loader gives two
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == StatusCode::mismatch);
+  CHECK(loaded.status().message().find("should share storage with the other tensors of group 'tied'") !=
+        std::string::npos);
+  CHECK(list_entries(*store).value().empty());
+}
+
+TEST_CASE("every tensor that does not fit the declared layout is named in one error", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  REQUIRE(plan.expected.size() >= 3);
+  const std::string dtype_changed = plan.expected[0].name;
+  const std::string shape_changed = plan.expected[1].name;
+  plan.expected[0].dtype = plan.expected[0].dtype == DType::float64 ? DType::float32 : DType::float64;
+  plan.expected[1].sizes.push_back(1);
+  plan.expected.push_back({"not.in.the.checkpoint", DType::float32, {4}, std::nullopt, ""});
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  const std::string& why = loaded.status().message();
+  INFO(why);
+  CHECK(why.find("3 problems") != std::string::npos);
+  CHECK(why.find("tensor '" + dtype_changed + "': dtype") != std::string::npos);
+  CHECK(why.find("tensor '" + shape_changed + "': shape") != std::string::npos);
+  CHECK(why.find("tensor 'not.in.the.checkpoint' is missing") != std::string::npos);
+  CHECK(list_entries(*store).value().empty());
+}
+
 TEST_CASE("a checkpoint path that changes during the ordinary load is never published under the old key",
           "[pipeline]") {
   // With content hashing too: the key then names the bytes, and the check after the loader still
