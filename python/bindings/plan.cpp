@@ -91,11 +91,15 @@ class PyPostLoadMethod : public PostLoadMethod, public py::trampoline_self_life_
     if (!f) return Status(StatusCode::unsupported, "the PostLoadMethod subclass defines no apply()");
     return apply_python(f, tensors, "");
   }
-  PostLoadWrites writes() const override {
+  // A Python method says what it writes (writes(), the Python API); the rest of its properties are
+  // the defaults: it may read anything, and it is not built in.
+  MethodProperties properties() const override {
     py::gil_scoped_acquire gil;
     try {
       py::function f = py::get_override(static_cast<const PostLoadMethod*>(this), "writes");
-      return f ? writes_from_python(f()) : PostLoadMethod::writes();
+      MethodProperties p;
+      if (f) p.writes = writes_from_python(f());
+      return p;
     } catch (py::error_already_set& e) {
       throw_python_error(e, "writes()");
     }
@@ -133,7 +137,11 @@ class CallablePostLoadMethod final : public PostLoadMethod {
     py::gil_scoped_acquire gil;
     return apply_python(fn_.get(), tensors, "");
   }
-  PostLoadWrites writes() const override { return writes_; }
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = writes_;
+    return p;
+  }
   std::string version() const override { return version_; }
   const PyRef& function() const { return fn_; }
 
@@ -312,7 +320,7 @@ void bind_post_load(py::module_& m) {
             return to_dict(t);
           },
           py::arg("tensors"), "Runs the method on {name: tensor}; returns the new dict (the input is unchanged).")
-      .def("writes", &PostLoadMethod::writes)
+      .def("writes", [](const PostLoadMethod& m) { return m.properties().writes; })
       .def("version", &PostLoadMethod::version)
       .def("__repr__", [](const PostLoadMethod& self) { return "PostLoadMethod(" + self.name() + ")"; });
 

@@ -101,7 +101,7 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
 
   // A method that may write in place must not change bytes a publication is still writing.
   for (const auto& method : plan.post_load)
-    if (method->writes() == PostLoadWrites::may_write_in_place)
+    if (method->properties().writes == PostLoadWrites::may_write_in_place)
       await_publication(load, "post-load method " + method->name() + " may write in place");
   StageTimer post(report, "post-load");
   std::optional<pipeline::DeferredLayouts::Scope> scope;
@@ -110,10 +110,11 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
     const std::string context = "post-load method " + method->name();
     Status st = guarded([&]() -> Status {
       std::vector<std::string> targets = method->targets(tensors);
+      const MethodProperties properties = method->properties();
       if (deferred != nullptr)
-        SNAPCACHE_RETURN_IF_ERROR(pipeline::reads_only_targets(*method) ? deferred->materialize(tensors, targets)
-                                                                         : deferred->materialize(tensors));
-      if (method->writes() == PostLoadWrites::may_write_in_place)
+        SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
+                                                                : deferred->materialize(tensors));
+      if (properties.writes == PostLoadWrites::may_write_in_place)
         for (auto& name : targets) written_in_place.insert(std::move(name));
       return method->apply(tensors);
     });
