@@ -191,6 +191,38 @@ struct PythonLoader {
   }
 };
 
+}  // namespace
+
+LoadPlan with_default_source_identity(const LoadPlan& plan, std::string& note) {
+  note.clear();
+  if (!plan.source_identity.empty()) return plan;
+  const auto* loader = plan.ordinary_loader.target<PythonLoader>();
+  if (loader == nullptr) return plan;
+  // The file that defines the loader (through functools.partial and bound methods): its code is
+  // what prepares the weights. A loader without a source file (a builtin, a lambda typed at a
+  // prompt) gets no default, and the load is not cached for want of an identity.
+  py::object fn = loader->fn.get();
+  while (py::hasattr(fn, "func")) fn = fn.attr("func");
+  if (py::hasattr(fn, "__func__")) fn = fn.attr("__func__");
+  py::object file = py::none();
+  try {
+    file = py::module_::import("inspect").attr("getsourcefile")(fn);
+  } catch (py::error_already_set&) {
+    return plan;
+  }
+  if (file.is_none()) return plan;
+  const std::string path = py::str(file).cast<std::string>();
+  auto digest = digest_source_files(*posix_file_system(), {path});
+  if (!digest) return plan;
+  LoadPlan with = plan;
+  with.source_identity = *digest;
+  note = "source_identity: a digest of " + path + " (the default for a Python loader; set LoadPlan.source_identity to "
+         "choose what identifies the loader)";
+  return with;
+}
+
+namespace {
+
 struct PythonRefresh {
   PyRef fn;
   Status operator()(const NamedTensors& weights, DerivedBuffers& buffers, c10::Device device) const {
@@ -459,11 +491,6 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
 }
 
 void bind_load_plan(py::module_& m) {
-  py::native_enum<CachePolicy>(m, "CachePolicy", "enum.Enum", "Whether a load may use the cache.")
-      .value("use", CachePolicy::use)
-      .value("opt_out", CachePolicy::opt_out)
-      .finalize();
-
   py::class_<LoadPlan> cls(
       m, "LoadPlan",
       "Everything a load needs: what is loaded (the key), the declared tensors, the ordinary loader, "
@@ -489,9 +516,11 @@ void bind_load_plan(py::module_& m) {
       .def_readwrite("topology", &LoadPlan::topology)
       .def_readwrite("options", &LoadPlan::options, "Anything else that changes the prepared tensors: {str: str}.")
       .def_readwrite("hash_checkpoint_contents", &LoadPlan::hash_checkpoint_contents)
-      .def_readwrite("cache", &LoadPlan::cache)
-      .def_readwrite("ineligible_reason", &LoadPlan::ineligible_reason,
-                     "Why this load must not be cached (e.g. 'fused LoRA adapter'); '' when it may.")
+      .def_readwrite("weights_identity", &LoadPlan::weights_identity,
+                     "What identifies weights that come from no checkpoint file (a version, a digest); kept in "
+                     "the key. Without checkpoint files or this, a load is not cached.")
+      .def_readwrite("no_cache_reason", &LoadPlan::no_cache_reason,
+                     "Not empty: this load is not cached, for this reason (e.g. 'fused LoRA adapter').")
       .def_readwrite("expected", &LoadPlan::expected, "The TP-local tensors the model declares: [ExpectedTensor].")
       .def_property(
           "ordinary_loader",
