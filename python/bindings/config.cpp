@@ -206,7 +206,14 @@ void bind_store(py::module_& m) {
       .def_readonly("entry_id", &PublishOutcome::entry_id)
       .def_readonly("bytes", &PublishOutcome::bytes)
       .def_readonly("seconds", &PublishOutcome::seconds)
-      .def_readonly("evicted", &PublishOutcome::evicted, "Entries removed to make room.")
+      .def_property_readonly(
+          "evicted",
+          [](const PublishOutcome& p) {
+            std::vector<std::string> ids;
+            for (const EvictedEntry& e : p.evicted) ids.push_back(e.id);
+            return ids;
+          },
+          "Ids of the entries removed to make room.")
       .def("__repr__", [](const PublishOutcome& p) {
         return std::string("PublishOutcome(") + to_string(p.result) +
                (p.status ? "" : ", " + py::repr(py::str(p.status.to_string())).cast<std::string>()) + ")";

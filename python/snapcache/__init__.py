@@ -13,6 +13,11 @@ Tensors cross between Python and C++ as the same torch tensors, never copied.
     loaded = snapcache.load_module(model, plan)                    # binds the tensors, no copy
     print(loaded.report)                                           # hit/miss/fallback and why
 
+Hugging Face models in one line, where from_pretrained was (each imports its framework only when used):
+
+    model = snapcache.transformers.from_pretrained(AutoModelForCausalLM, path, dtype=torch.bfloat16)
+    pipe = snapcache.diffusers.from_pretrained(WanPipeline, path, dtype=torch.bfloat16, device="cuda")
+
 Errors are snapcache.Error subclasses (NotFound, Damaged, Mismatch, NoSpace, ...). The library's
 log lines go to logging.getLogger("snapcache"). See docs/python.md.
 """
@@ -31,6 +36,19 @@ from ._stores import DEFAULT as _DEFAULT
 from ._stores import default_store  # noqa: F401
 from ._stores import store_for as _store_for
 
+_INTEGRATIONS = ("transformers", "diffusers")
+
+
+def __getattr__(name):
+    # snapcache.transformers and snapcache.diffusers import their framework, so only when asked for:
+    # `import snapcache` needs neither (without it, the import error says which extra to install).
+    if name in _INTEGRATIONS:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'snapcache' has no attribute {name!r}")
+
+
 def load_model(plan: _core.LoadPlan, store=_DEFAULT) -> _core.LoadedModel:
     """Loads `plan` through the tiers: a warm snapshot, else your ordinary loader (and publishes
     the result). Returns a LoadedModel (weights, derived, report, publication). `store`: default
@@ -44,6 +62,12 @@ def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT)
     """Loads again and copies into `model`'s existing tensors in place (addresses kept), then runs
     the refresh hooks. Returns the LoadReport."""
     return _core.reload_model(_store_for(store), plan, model)
+
+
+# A LoadReport is a read-only record: a copy is the same object, so a model that carries its report
+# (snapcache.transformers' `model.snapcache_report`) can still be copied with copy.deepcopy.
+_core.LoadReport.__copy__ = lambda self: self
+_core.LoadReport.__deepcopy__ = lambda self, memo: self
 
 
 # --- logging: the library's lines go to the `snapcache` logger -------------------------------

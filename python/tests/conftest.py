@@ -85,3 +85,20 @@ def run_python(args, env=None, timeout=600):
     if done.returncode != 0:
         pytest.fail(f"{args} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
     return done.stdout
+
+
+@pytest.fixture(scope="session")
+def framework_checkpoints(tmp_path_factory):
+    """The framework tests' models (framework_models.py), saved once per session: a function
+    kind -> directory that holds one saved model or pipeline per name."""
+    saved = {}
+
+    def root(kind):
+        if kind not in saved:
+            pytest.importorskip(kind)
+            directory = tmp_path_factory.mktemp(f"{kind}-models")
+            run_python([str(HERE / "framework_models.py"), kind, str(directory)])
+            saved[kind] = directory
+        return saved[kind]
+
+    return root

@@ -1,20 +1,26 @@
 """docs/python.md's TP-sharded loader with a post-load method, run as written: both ranks of TP 2,
-cold then warm."""
+cold then warm; and the one-line transformers and diffusers forms of docs/python.md and README, on
+the framework tests' models, cold then warm."""
 
 import re
 
+import pytest
 import torch
 
 import snapcache
 from conftest import REPO
 
 
+def example_code(document, heading, containing=""):
+    """The first Python block after `heading` in `document` that contains `containing`."""
+    text = (REPO / document).read_text()
+    section = text[text.index(heading):]
+    return next(code for code in re.findall(r"```python\n(.*?)```", section, re.S) if containing in code)
+
+
 def example_namespace():
-    text = (REPO / "docs" / "python.md").read_text()
-    section = text[text.index("## Wiring a loader"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace = {"__name__": "docs_example"}
-    exec(compile(code, "docs/python.md", "exec"), namespace)
+    exec(compile(example_code("docs/python.md", "## Wiring a loader"), "docs/python.md", "exec"), namespace)
     return namespace
 
 
@@ -45,3 +51,25 @@ def test_the_documented_tp_loader_cold_and_warm(tmp_path, store):
             assert block.inv_freq.shape == (local // 2,)
             results.append({n: t.clone() for n, t in block.state_dict().items()})
         assert all(torch.equal(results[0][n], results[1][n]) for n in results[0])
+
+
+@pytest.mark.parametrize("document, heading", [("docs/python.md", "## transformers and diffusers in one line"),
+                                               ("README.md", "## Using it from Python")])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_the_documented_one_line_forms_cold_and_warm(document, heading, device, framework_checkpoints, monkeypatch,
+                                                     tmp_path):
+    code = example_code(document, heading, containing="snapcache.transformers.from_pretrained(")
+    assert "snapcache.diffusers.from_pretrained(" in code
+    monkeypatch.setenv("SNAPCACHE_DIR", str(tmp_path / "cache"))   # the environment's store, as in the docs
+    paths = []
+    for _ in range(2):
+        namespace = {"__name__": "docs_example", "device": device,
+                     "llama": str(framework_checkpoints("transformers") / "llama"),
+                     "wan": str(framework_checkpoints("diffusers") / "wan")}
+        exec(compile(code, document, "exec"), namespace)
+        reports = [namespace["model"].snapcache_report, *namespace["pipe"].snapcache_reports.values()]
+        paths.append({r.path for r in reports})
+        snapcache.wait_for_publications()
+    assert paths == [{snapcache.LoadPath.miss}, {snapcache.LoadPath.hit}]
+    assert namespace["model"].lm_head.weight.device.type == device

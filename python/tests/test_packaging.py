@@ -57,3 +57,13 @@ def test_the_command_runs(tmp_path):
     # --target's own bin directory).
     scripts = [ep for ep in importlib.metadata.entry_points(group="console_scripts") if ep.name == "snapcache"]
     assert [ep.value for ep in scripts] == ["snapcache._cli:main"]
+
+
+def test_the_framework_extras_pin_what_setup_installs_for_the_tests():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    setup = (REPO / "tools" / "setup.sh").read_text()
+    pinned = set(re.findall(r'"([\w-]+==[\w.]+)"', setup.split("python_packages=(", 1)[1].split(")", 1)[0]))
+    for extra in ("transformers", "diffusers"):
+        assert extras[extra] and set(extras[extra]) <= pinned, extra
+        assert set(extras[extra]) <= set(extras["test"]), extra

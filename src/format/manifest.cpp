@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <unordered_set>
 
 #include "format/codec.h"
+#include "snapcache/text.h"
 #include "util/hash.h"
 
 namespace snapcache::format {
@@ -208,6 +210,23 @@ Status validate_layout(const Manifest& m) {
     if (prev.file == cur.file && prev.nbytes > 0 && prev.offset + prev.nbytes > cur.offset)
       return damaged(fmt::format("storages {} and {} overlap", order[k - 1], order[k]));
   }
+  // A data file holds its storages and the zeros that align them, nothing more: at most the sum of
+  // its storages' sizes, each rounded up to the alignment. Otherwise a manifest of a few hundred
+  // bytes could declare a file of any size around one small storage, and an import would write
+  // (and evict entries to make room for) every byte of its padding.
+  std::vector<std::uint64_t> room(m.files.size(), 0);
+  for (const auto& s : m.storages) {
+    const std::uint64_t tail = s.nbytes % kStorageAlignment;
+    std::uint64_t aligned = 0;
+    if (__builtin_add_overflow(s.nbytes, tail == 0 ? 0 : kStorageAlignment - tail, &aligned) ||
+        __builtin_add_overflow(room[s.file], aligned, &room[s.file]))
+      room[s.file] = std::numeric_limits<std::uint64_t>::max();
+  }
+  for (std::size_t i = 0; i < m.files.size(); ++i)
+    if (m.files[i].size > room[i])
+      return damaged(fmt::format("data file '{}' is {} ({} bytes) but its storages with their alignment padding fill "
+                                 "at most {} bytes: a data file holds nothing but its storages",
+                                 m.files[i].name, format_size(m.files[i].size), m.files[i].size, room[i]));
   std::unordered_set<std::string_view> names;
   for (const auto& t : m.tensors) {
     if (!names.insert(t.name).second) return damaged(fmt::format("tensor name '{}' appears twice", t.name));

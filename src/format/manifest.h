@@ -70,8 +70,10 @@ Result<Manifest> decode_manifest(std::string_view bytes);
 // for a tensor with no elements. Fails on negative sizes/strides or overflow.
 Result<std::uint64_t> tensor_extent_bytes(const TensorRecord& tensor);
 
-// Every storage lies inside its file, storages are aligned and do not overlap, every tensor lies
-// inside its storage, chunk tables cover their files. Used on decode and before publication.
+// Every storage lies inside its file, storages are aligned and do not overlap, a file is no larger
+// than its storages with their alignment padding, every tensor lies inside its storage, chunk
+// tables cover their files. Used on decode (a load, an archive, a secondary store) and before
+// publication and import.
 Status validate_layout(const Manifest& manifest);
 
 // Storage indices by file, then by offset: the order their bytes lie on disk, and the order an

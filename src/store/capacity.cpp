@@ -70,7 +70,7 @@ Result<ReservationLock> ReservationLock::take(Store& store) {
   }
 }
 
-Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std::vector<std::string>& evicted) {
+Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std::vector<EvictedEntry>& evicted) {
   const Config& config = store.config();
   if (needed > config.capacity_bytes) {
     // Name what set the capacity (a flag, the settings file, the variable): that is what to change.
@@ -109,10 +109,13 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
                                 format_size(config.reserve_free_bytes), leased_note));
     }
     const std::string& id = (*candidates)[next++].id;
+    // Its component, while it is there to read: what a command names the entry by when it says
+    // what made room.
+    auto key = read_manifest_key(store.fs(), store.entry_path(id) + "/" + kManifestFile);
     auto removed = remove_entry(store, id);
     if (removed) {
       log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", short_id(id), format_size(*removed)));
-      evicted.push_back(id);
+      evicted.push_back({id, key ? key->component : std::string(), *removed});
     } else if (removed.status().code() == StatusCode::busy) {
       ++leased;
     } else if (removed.status().code() != StatusCode::not_found) {

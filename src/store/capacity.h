@@ -31,9 +31,9 @@ class ReservationLock {
 inline constexpr int kReservationWaitSeconds = 60;
 
 // Evicts least-recently-used unleased entries until `needed` more bytes fit under the capacity
-// and the reserve, appending their ids to `evicted`; no_space with the reason if they cannot, and
+// and the reserve, appending them to `evicted`; no_space with the reason if they cannot, and
 // the failure itself when the cache cannot be measured or listed. The caller holds the
 // ReservationLock until its `needed` bytes are allocated in tmp/.
-Status make_room(Store& store, const ReservationLock& held, std::uint64_t needed, std::vector<std::string>& evicted);
+Status make_room(Store& store, const ReservationLock& held, std::uint64_t needed, std::vector<EvictedEntry>& evicted);
 
 }  // namespace snapcache::store

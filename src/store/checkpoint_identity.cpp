@@ -88,9 +88,11 @@ DigestMemo::DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path)
 Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
   using nlohmann::json;
   json memo = json::object();
-  // One line per checkpoint file ever digested; inside the cache, so never followed.
+  // One line per checkpoint file ever digested; inside the cache, so never followed, and not
+  // trusted when it has a second name (a digest read from a file someone else writes would key
+  // a checkpoint by bytes it does not have).
   constexpr std::uint64_t kMaxMemoBytes = 64ull << 20;
-  if (auto text = read_file(*fs_, path_, kMaxMemoBytes, Follow::no)) {
+  if (auto text = read_own_file(*fs_, path_, kMaxMemoBytes)) {
     memo = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (memo.is_discarded() || !memo.is_object()) memo = json::object();  // a damaged memo is only a cache
   }

@@ -29,7 +29,9 @@ Result<Manifest> read_manifest(FileSystem& fs, const std::string& entry_path) {
 }
 
 std::optional<format::Stamp> read_stamp(FileSystem& fs, const std::string& entry_path, std::size_t files) {
-  auto text = read_file(fs, entry_path + "/" + kStampFile, format::kMaxStampBytes, Follow::no);
+  // A stamp with a second name is not trusted: it would let whoever writes the other name say
+  // which identities were proven.
+  auto text = read_own_file(fs, entry_path + "/" + kStampFile, format::kMaxStampBytes);
   if (!text) return std::nullopt;
   auto stamp = format::decode_stamp(*text);
   if (!stamp || stamp->identities.size() != files) return std::nullopt;  // torn or stale: rehash

@@ -9,7 +9,8 @@
 //                              and reserves room (store/capacity.h: ReservationLock)
 //   <dir>/trash/<id>.<nonce>/  entries being removed (rename first, then delete)
 //   <dir>/digests.json         checkpoint content-digest memo
-//   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h)
+//   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h);
+//                              <dir> itself is flocked (LOCK_EX) while they are replaced
 //   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "snapcache/file_system.h"
+#include "snapcache/key.h"
 
 namespace snapcache::store {
 
@@ -42,6 +44,11 @@ std::string short_id(const std::string& id);
 // Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+// Reads just the key at the front of a manifest: enough to explain a miss or name an evicted
+// entry, without reading (or trusting) the rest. The full manifest is checksummed when the entry
+// is actually loaded.
+Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path);
 
 // Processes holding flock locks on the file with this identity, from /proc/locks.
 std::vector<int> flock_holders(const FileIdentity& id);

@@ -1,6 +1,5 @@
 #include "store/stats.h"
 
-#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -41,57 +40,49 @@ FileSystem& side_fs() {
 
 std::string stats_path(const std::string& dir) { return dir + "/" + kStatsFile; }
 
-// Nine counters take a few hundred bytes; anything much larger is not a file we wrote, and is
-// neither read into memory nor padded to its size (a sparse 1 TiB file would be both).
+// Nine counters take a few hundred bytes; anything much larger is not a file we wrote: it is not
+// read into memory (a sparse 1 TiB file, say), and the next update replaces it.
 constexpr std::uint64_t kMaxStatsBytes = 64 * 1024;
 
-// A few short tries: another process holds the lock for microseconds, a stuck one must not
-// stall a load.
-Status lock_briefly(FileSystem& fs, int fd, LockMode mode) {
+// A few short tries: another process holds the lock for a moment, a stuck one must not stall a
+// load.
+Status lock_briefly(FileSystem& fs, int fd) {
   Status st;
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    st = fs.lock(fd, mode, LockWait::no_wait);
+  for (int attempt = 0; attempt < 40; ++attempt) {
+    st = fs.lock(fd, LockMode::exclusive, LockWait::no_wait);
     if (st || st.code() != StatusCode::busy) return st;
     std::this_thread::sleep_for(std::chrono::microseconds(250));
   }
   return st;
 }
 
-// Never through a symlink (it would rewrite its target in place) and never a FIFO. A new file is
-// created with O_EXCL, which fails on any existing name, a dangling link included, so a create
-// cannot be redirected either.
-Result<UniqueFd> open_or_create(FileSystem& fs, const std::string& path) {
-  auto fd = open_in_cache(fs, path, OpenMode::read_write);
-  if (fd || fd.status().code() != StatusCode::not_found) return fd;
-  fd = open_in_cache(fs, path, OpenMode::create_exclusive);
-  if (fd || fd.status().sys_errno() != EEXIST) return fd;
-  return open_in_cache(fs, path, OpenMode::read_write);  // another process created it meanwhile
+// Writers take turns on the cache directory itself (flock(LOCK_EX) on it while they read, count
+// and replace). Not on stats.json: it is replaced by rename, so each writer would lock the file it
+// is about to replace and none would wait for another. Not on a lock file either: a directory has
+// no hard links and cannot be swapped for a link inside the cache, and nothing else in the store
+// locks the cache directory.
+Result<UniqueFd> lock_counters(FileSystem& fs, const std::string& dir) {
+  auto fd = fs.open_directory(dir);
+  if (!fd) return fd.status();
+  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get()));
+  return fd;
 }
 
-// The counters in an open, locked file; a missing, torn or foreign file reads as zeros. `size` is
-// what the file holds now, which a rewrite pads to; `oversized` says it is too large to pad.
-json read_locked(FileSystem& fs, int fd, std::uint64_t& size, bool& oversized) {
-  size = 0;
-  oversized = false;
-  auto text = read_open_file(fs, fd, kMaxStatsBytes, kStatsFile);
-  if (!text) {
-    oversized = text.status().code() == StatusCode::foreign;
-    return json::object();
-  }
-  size = text->size();
+// The counters as stats.json holds them; a missing, torn or oversized file, or one that is not
+// the store's (a symlink, a FIFO, a hard link to a file elsewhere), reads as zeros.
+json read_json(FileSystem& fs, const std::string& path) {
+  auto text = read_own_file(fs, path, kMaxStatsBytes);
+  if (!text) return json::object();
   json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return json::object();
   return j;
 }
 
-// Rewrites in place, padded to the old size: the file never shrinks, so it needs no truncation.
-// An oversized file is replaced whole (temp + rename) instead: its counters were unreadable anyway.
-Status write_locked(FileSystem& fs, const std::string& path, int fd, json& j, std::uint64_t old_size, bool oversized) {
+// Replaces stats.json whole, by rename: the file a planted link named keeps its bytes, and a
+// reader sees the old counters or the new, never half. Without fsync (counting is not data).
+Status replace_json(FileSystem& fs, const std::string& path, json& j) {
   j["version"] = 1;
-  std::string text = j.dump();
-  if (oversized) return write_file_atomic(fs, path, text);
-  if (text.size() < old_size) text.append(old_size - text.size(), ' ');
-  return write_all(fs, fd, text.data(), text.size(), 0);
+  return write_file_atomic(fs, path, j.dump(), AtomicFile::Durability::unsynced);
 }
 
 std::uint64_t counter_value(const json& j, const char* name) {
@@ -103,26 +94,19 @@ std::uint64_t counter_value(const json& j, const char* name) {
 
 void bump_counter(const std::string& cache_directory, Counter counter) {
   FileSystem& fs = side_fs();
+  auto lock = lock_counters(fs, cache_directory);
+  if (!lock) return;
   const std::string path = stats_path(cache_directory);
-  auto fd = open_or_create(fs, path);
-  if (!fd || !lock_briefly(fs, fd->get(), LockMode::exclusive)) return;
-  std::uint64_t size = 0;
-  bool oversized = false;
-  json j = read_locked(fs, fd->get(), size, oversized);
+  json j = read_json(fs, path);
   if (!j.contains("since_unix_ns")) j["since_unix_ns"] = util::now_unix_ns();
   j[name_of(counter)] = counter_value(j, name_of(counter)) + 1;
-  (void)write_locked(fs, path, fd->get(), j, size, oversized);
+  (void)replace_json(fs, path, j);
 }
 
 Result<CacheCounters> read_counters(const std::string& cache_directory) {
-  FileSystem& fs = side_fs();
+  // No lock: stats.json is only ever replaced whole.
   CacheCounters out;
-  auto fd = open_in_cache(fs, stats_path(cache_directory), OpenMode::read);
-  if (!fd) return fd.status().code() == StatusCode::not_found ? Result<CacheCounters>(out) : fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get(), LockMode::shared));
-  std::uint64_t size = 0;
-  bool oversized = false;
-  json j = read_locked(fs, fd->get(), size, oversized);
+  json j = read_json(side_fs(), stats_path(cache_directory));
   if (auto it = j.find("since_unix_ns"); it != j.end() && it->is_number_integer())
     out.since_unix_ns = it->get<std::int64_t>();
   for (const Field& f : kFields) out.*f.member = counter_value(j, f.name);
@@ -131,17 +115,12 @@ Result<CacheCounters> read_counters(const std::string& cache_directory) {
 
 Status zero_counters(const std::string& cache_directory) {
   FileSystem& fs = side_fs();
-  const std::string path = stats_path(cache_directory);
-  auto fd = open_or_create(fs, path);
-  if (!fd) return fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get(), LockMode::exclusive));
-  std::uint64_t size = 0;
-  bool oversized = false;
-  (void)read_locked(fs, fd->get(), size, oversized);
+  auto lock = lock_counters(fs, cache_directory);
+  if (!lock) return lock.status();
   json j = json::object();
   j["since_unix_ns"] = util::now_unix_ns();
   for (const Field& f : kFields) j[f.name] = 0;
-  return write_locked(fs, path, fd->get(), j, size, oversized);
+  return replace_json(fs, stats_path(cache_directory), j);
 }
 
 }  // namespace snapcache::store

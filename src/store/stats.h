@@ -1,10 +1,13 @@
 // Counters of lookup and publication outcomes, shared by every process that uses a cache
-// directory: <dir>/stats.json, a JSON object of counters, updated in place under flock.
+// directory: <dir>/stats.json, a JSON object of counters.
 //
 // Counting must never slow or fail a load: updates go through the POSIX file system (never an
 // injected one), give up after a few milliseconds of contention, skip fsync, and ignore errors. A
-// file torn by a crash reads as zeros. The file only grows (it is padded with spaces), so it is
-// rewritten in place without truncation and no reader ever sees a half-renamed file.
+// file torn by a crash reads as zeros. Each update replaces the file whole (a temporary file
+// renamed over it, util/atomic_file.h), never writes it in place, so a hard link or symlink
+// planted as stats.json never carries counter bytes to a file outside the cache, and a reader
+// sees the old counters or the new. Writers take turns under flock on the cache directory (the
+// file they replace cannot be the lock); a stats.json with more than one name reads as zeros.
 #pragma once
 
 #include <string>

@@ -10,7 +10,9 @@
 
 #include "format/manifest.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/text.h"
 #include "store/layout.h"
+#include "store/ownership.h"
 #include "util/file_io.h"
 
 namespace snapcache {
@@ -49,6 +51,19 @@ const char* to_string(PublishResult r) {
     case PublishResult::failed: return "failed";
   }
   return "?";
+}
+
+std::string describe_evictions(const std::vector<EvictedEntry>& evicted) {
+  if (evicted.empty()) return {};
+  std::uint64_t total = 0;
+  std::vector<std::string> each;
+  for (const EvictedEntry& e : evicted) {
+    total += e.bytes;
+    each.push_back(fmt::format("{} ({}, {})", store::short_id(e.id), e.component.empty() ? "?" : e.component,
+                               format_size(e.bytes)));
+  }
+  return fmt::format("evicted {} {} ({}) to make room: {}", evicted.size(), evicted.size() == 1 ? "entry" : "entries",
+                     format_size(total), fmt::join(each, ", "));
 }
 
 const char* to_string(LookupResult r) {
@@ -114,17 +129,11 @@ Status check_owned(FileSystem& fs, const std::string& path, Follow follow) {
     return Status(StatusCode::foreign, path + " is a symbolic link; the store does not follow links inside its cache "
                                               "(remove it, the store recreates the directory)");
   if (!st->is_directory) return Status(StatusCode::foreign, path + " is not a directory");
-  if (st->owner != static_cast<std::uint32_t>(::geteuid()))
-    return Status(StatusCode::permission_denied,
-                  fmt::format("{} is owned by uid {}, not by this user (uid {}); a cache is used only by its owner "
-                              "(set SNAPCACHE_DIR to a directory of your own)",
-                              path, st->owner, ::geteuid()));
-  if ((st->permissions & 022) != 0)
-    return Status(StatusCode::permission_denied,
-                  fmt::format("{} is writable by group or others (mode {:04o}): another user could make the store "
-                              "delete or serve their files (run chmod go-w {})",
-                              path, st->permissions, path));
-  return Status::ok();
+  const store::OwnershipRule rule{
+      {{static_cast<std::uint32_t>(::geteuid()), "this user"}},
+      "another user could make the store delete or serve their files",
+      "a cache is used only by its owner (set SNAPCACHE_DIR to a directory of your own)"};
+  return store::check_writers(*st, path, path, rule);
 }
 
 // Refuses a directory that is not a snapcache cache (see docs/reliability.md): pointing the store
@@ -197,10 +206,8 @@ std::string Store::entry_path(const std::string& id) const {
   return config_.directory + "/" + store::kEntriesDir + "/" + id;
 }
 
-namespace {
+namespace store {
 
-// Reads just the key at the front of a manifest: enough to explain a miss, without reading (or
-// trusting) the rest. The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
   auto fd = open_in_cache(fs, manifest_path, OpenMode::read);
   if (!fd) return fd.status();
@@ -213,7 +220,7 @@ Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) 
   return decode_key(key);
 }
 
-}  // namespace
+}  // namespace store
 
 Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   std::vector<std::pair<std::string, Key>> keys;
@@ -222,7 +229,7 @@ Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   for (const auto& e : *names) {
     if (!store::is_entry_id(e.name)) continue;
     // An unreadable entry has no key to compare with; loads and verify report its damage.
-    auto key = read_manifest_key(store.fs(), store.entry_path(e.name) + "/" + store::kManifestFile);
+    auto key = store::read_manifest_key(store.fs(), store.entry_path(e.name) + "/" + store::kManifestFile);
     if (key) keys.emplace_back(e.name, std::move(*key));
   }
   return keys;

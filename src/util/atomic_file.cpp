@@ -35,11 +35,13 @@ Status AtomicFile::write(const void* data, std::size_t size, std::uint64_t offse
   return st ? st : st.with_context("write " + path_);
 }
 
-Status AtomicFile::commit() {
-  if (Status st = fs_->fsync(fd_.get()); !st) return st.with_context("write " + path_);
+Status AtomicFile::commit(Durability durability) {
+  if (durability == Durability::durable)
+    if (Status st = fs_->fsync(fd_.get()); !st) return st.with_context("write " + path_);
   if (Status st = fs_->rename(temp_path_, path_); !st) return st.with_context("write " + path_);
   committed_ = true;
   fd_ = UniqueFd();
+  if (durability == Durability::unsynced) return Status::ok();
   auto slash = path_.find_last_of('/');
   const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
   if (Status st = fs_->fsync_directory(directory); !st)

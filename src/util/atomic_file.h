@@ -27,10 +27,15 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_path_; }
   // All `size` bytes at `offset` of the temporary file.
   Status write(const void* data, std::size_t size, std::uint64_t offset);
+  // How commit() makes the new file last. `durable`: fsync the file before the rename and the
+  // directory after it. `unsynced`: neither, for files that are only observability (the counters):
+  // a crash may leave the old file or an empty one, and a load never waits for a disk flush.
+  enum class Durability { durable, unsynced };
   // fsync the file, rename it over `path`, fsync the directory. After a failed fsync or rename the
   // temporary file is still removed by the destructor; a failed directory fsync is reported, but
-  // the file is already in place.
-  [[nodiscard]] Status commit();
+  // the file is already in place. The rename replaces the name, never the file it named: a hard
+  // link or symlink planted at `path` loses that name and its target keeps its bytes.
+  [[nodiscard]] Status commit(Durability durability = Durability::durable);
 
  private:
   AtomicFile(FileSystem& fs, std::string path, std::string temp_path, UniqueFd fd);

@@ -186,9 +186,9 @@ Status FaultInjectingFileSystem::lock(int fd, LockMode mode, LockWait wait) {
   return base_->lock(fd, mode, wait);
 }
 
-Status FaultInjectingFileSystem::touch(const std::string& path) {
-  if (auto f = check(FsOp::touch, path)) return injected(*f, path);
-  return base_->touch(path);
+Status FaultInjectingFileSystem::touch(int fd) {
+  if (auto f = check(FsOp::touch)) return injected(*f, "");
+  return base_->touch(fd);
 }
 
 }  // namespace snapcache

@@ -78,7 +78,7 @@ class FaultInjectingFileSystem final : public FileSystem {
   Result<SpaceInfo> space(const std::string& path) override;
   Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
   Status lock(int fd, LockMode mode, LockWait wait) override;
-  Status touch(const std::string& path) override;
+  Status touch(int fd) override;
 
  private:
   struct Armed {

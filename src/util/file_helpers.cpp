@@ -64,11 +64,24 @@ Result<std::string> read_file(FileSystem& fs, const std::string& path, std::uint
   return read_open_file(fs, fd->get(), max_bytes, path);
 }
 
-Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents) {
+Result<std::string> read_own_file(FileSystem& fs, const std::string& path, std::uint64_t max_bytes) {
+  auto fd = open_in_cache(fs, path, OpenMode::read);
+  if (!fd) return fd.status();
+  auto id = fs.fstat(fd->get());
+  if (!id) return id.status().with_context(path);
+  if (id->links > 1)
+    return Status(StatusCode::foreign, fmt::format("{} has {} names (a hard link): the store writes such a file only "
+                                                   "by replacing it, so its bytes are not the store's",
+                                                   path, id->links));
+  return read_open_file(fs, fd->get(), max_bytes, path);
+}
+
+Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents,
+                         AtomicFile::Durability durability) {
   auto file = AtomicFile::create(fs, path);
   if (!file) return file.status();
   SNAPCACHE_RETURN_IF_ERROR(file->write(contents.data(), contents.size(), 0));
-  return file->commit();
+  return file->commit(durability);
 }
 
 std::string unique_suffix() {

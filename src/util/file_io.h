@@ -7,6 +7,7 @@
 #include <string>
 
 #include "snapcache/file_system.h"
+#include "util/atomic_file.h"
 
 namespace snapcache {
 
@@ -27,8 +28,15 @@ Result<std::string> read_open_file(FileSystem& fs, int fd, std::uint64_t max_byt
 // most `max_bytes`. Files inside the cache are read with Follow::no; files the user names
 // (settings, sources) with Follow::yes.
 Result<std::string> read_file(FileSystem& fs, const std::string& path, std::uint64_t max_bytes, Follow follow);
-// Writes `path` through an AtomicFile (see util/atomic_file.h): readers see old or new, never half.
-Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents);
+// A file the store writes and replaces itself (stats.json, digests.json, verified.snap), read as
+// read_file(..., Follow::no) reads and refused (foreign) when it has more than one name. The store
+// only ever replaces such a file by rename, so a second name is a hard link between it and a file
+// elsewhere, whose bytes someone else may have written: they are not the store's to trust.
+Result<std::string> read_own_file(FileSystem& fs, const std::string& path, std::uint64_t max_bytes);
+// Writes `path` through an AtomicFile (see util/atomic_file.h): readers see old or new, never half,
+// and whatever was at `path` (a hard link, a symlink) loses the name without being written.
+Status write_file_atomic(FileSystem& fs, const std::string& path, const std::string& contents,
+                         AtomicFile::Durability durability = AtomicFile::Durability::durable);
 // Removes a directory tree; a missing path is fine. The directory holding `path` is the caller's
 // (opened as named); `path` and everything below it are walked by directory descriptor and never
 // followed: a symlink is removed itself, its target is never touched. A tree deeper than

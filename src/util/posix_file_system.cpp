@@ -60,6 +60,7 @@ FileIdentity identity_of(const struct stat& st) {
   id.is_regular = S_ISREG(st.st_mode);
   id.permissions = static_cast<std::uint32_t>(st.st_mode & 07777);
   id.owner = static_cast<std::uint32_t>(st.st_uid);
+  id.links = static_cast<std::uint64_t>(st.st_nlink);
   return id;
 }
 
@@ -279,9 +280,8 @@ class PosixFileSystem final : public FileSystem {
     }
   }
 
-  Status touch(const std::string& path) override {
-    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0)
-      return Status::from_errno(errno, "touch " + path);
+  Status touch(int fd) override {
+    if (::futimens(fd, nullptr) != 0) return Status::from_errno(errno, "touch");
     return Status::ok();
   }
 };

@@ -154,6 +154,38 @@ TEST_CASE("cli import reads a file or stdin, says what it did, and refuses a dam
   CHECK(not_archive.exit_code == 3);
 }
 
+TEST_CASE("cli import says in its text which entries it evicted to make room", "[cli][archive]") {
+  Cache source;
+  const std::string id = source.publish(67, 2);
+  TempDir io;
+  const std::string archive = io / "one.snapcache";
+  REQUIRE(run_cli(with_dir(source, {"export", id, "-o", archive})).exit_code == 0);
+  // A cache with room for one such entry (about 1.4 MiB): importing the archive evicts the one it
+  // holds.
+  Cache target;
+  const std::string old = target.publish(68, 2);
+  write_bytes(io / "snapcache.conf", "capacity = 2MiB\n");
+  auto run = run_cli(with_dir(target, {"--config", io / "snapcache.conf", "import", archive}));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.out, "imported " + id.substr(0, 12)));
+  CHECK(contains(run.out, "\n         evicted 1 entry ("));
+  CHECK(contains(run.out, ") to make room: " + old.substr(0, 12) + " (dit, "));
+  CHECK_FALSE(path_exists(target.store->entry_path(old)));
+
+  // --json lists the same, one object per evicted entry.
+  Cache again;
+  const std::string other = again.publish(68, 2);
+  auto json_run = run_cli(with_dir(again, {"--config", io / "snapcache.conf", "import", archive, "--json"}));
+  INFO(json_run.out << json_run.err);
+  auto j = json_run.json();
+  REQUIRE(j["entries"].size() == 1);
+  REQUIRE(j["entries"][0]["evicted"].size() == 1);
+  CHECK(j["entries"][0]["evicted"][0]["id"] == other);
+  CHECK(j["entries"][0]["evicted"][0]["component"] == "dit");
+  CHECK(j["entries"][0]["evicted"][0]["bytes"].get<std::uint64_t>() > 0);
+}
+
 TEST_CASE("cli export refuses a terminal as its output", "[cli][archive]") {
   Cache source;
   const std::string id = source.publish(64, 1);

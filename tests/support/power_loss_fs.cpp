@@ -228,9 +228,9 @@ Status PowerLossFileSystem::lock(int fd, LockMode mode, LockWait wait) {
   SNAPCACHE_RETURN_IF_ERROR(dead_check());
   return base_->lock(fd, mode, wait);
 }
-Status PowerLossFileSystem::touch(const std::string& path) {
+Status PowerLossFileSystem::touch(int fd) {
   SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->touch(path);
+  return base_->touch(fd);
 }
 
 }  // namespace snapcache::test

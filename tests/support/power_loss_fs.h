@@ -56,7 +56,7 @@ class PowerLossFileSystem final : public FileSystem {
   Result<SpaceInfo> space(const std::string& path) override;
   Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
   Status lock(int fd, LockMode mode, LockWait wait) override;
-  Status touch(const std::string& path) override;
+  Status touch(int fd) override;
 
  private:
   enum class Kind { create, mkdir, rename };

@@ -1,5 +1,7 @@
 // The second process of the store's and ipc's multi-process tests; no torch. Usage:
-//   store_helper publish DIR SEED MIB    publish raw_model(SEED, MIB); print "ready" first, then
+//   store_helper publish DIR SEED MIB [DATA_SEED]
+//                                        publish raw_model(SEED, MIB) (or, forged, raw_model(DATA_SEED,
+//                                        MIB) under SEED's key); print "ready" first, then
 //                                        "result <outcome>"
 //   store_helper load DIR SEED           look up store_key(SEED), compare with raw_model(SEED, m)
 //                                        for the m it was published with; exit 0 on an exact hit
@@ -164,7 +166,7 @@ int rank_publish(Store& store, int rank, std::size_t mib, const std::string& go)
   options.chunk_size = 1 << 20;
   auto out = test::publish_raw(store, rank_key(rank), model, options);
   std::string evicted;
-  for (const auto& id : out.evicted) evicted += (evicted.empty() ? "" : ",") + id;
+  for (const auto& e : out.evicted) evicted += (evicted.empty() ? "" : ",") + e.id;
   std::printf("result %s %s %s %s\n", to_string(out.result), out.entry_id.c_str(), evicted.empty() ? "-" : evicted.c_str(),
               out.status.to_string().c_str());
   return out.result == PublishResult::failed ? 1 : 0;
@@ -252,7 +254,7 @@ int main(int argc, char** argv) {
   const int seed = std::atoi(argv[3]);
   const std::size_t mib = argc > 4 ? static_cast<std::size_t>(std::atoi(argv[4])) : 1;
   if (cmd == "publish") {
-    test::RawModel model = test::raw_model(seed, mib);
+    test::RawModel model = test::raw_model(argc > 5 ? std::atoi(argv[5]) : seed, mib);
     std::printf("ready\n");
     std::fflush(stdout);
     PublishOptions options;

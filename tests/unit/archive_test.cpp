@@ -17,11 +17,13 @@
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
+#include "archive/archive_codec.h"
 #include "archive/archive_format.h"
 #include "format/manifest.h"
 #include "snapcache/archive.h"
 #include "snapcache/maintenance.h"
 #include "store/entry_stream.h"
+#include "util/hash.h"
 
 using namespace snapcache;
 
@@ -277,6 +279,61 @@ TEST_CASE("an entry already present, or without room, is not written", "[archive
   CHECK_FALSE(full.writer);
   CHECK(full.outcome.result == PublishResult::skipped);
   CHECK(full.outcome.status.code() == StatusCode::no_space);
+}
+
+TEST_CASE("an archive declaring a data file far larger than its storages is refused before anything is written "
+          "or evicted",
+          "[archive][hostile]") {
+  // A cache with one unrelated entry, and room for it or for 16 MiB more, not for both.
+  test::TempDir target;
+  Config config = test::test_config(target.path());
+  config.capacity_bytes = (16ull << 20) + (256 << 10);
+  auto store = *Store::open(config);
+  REQUIRE(test::publish_raw(*store, test::store_key(20), test::raw_model(20)).result == PublishResult::published);
+
+  // The crafted entry: one 4 KiB storage in a 16 MiB data file, every chunk checksum right (the
+  // rest is zeros), so that only its size is wrong: all but 4 KiB of the file would be padding.
+  constexpr std::uint64_t kChunk = 4ull << 20;
+  Manifest m;
+  m.key = key_identity(test::store_key(21));
+  m.creation = {1, "0.0.0", "crafted", 1};
+  DataFile f;
+  f.name = "data-0000.bin";
+  f.size = 16ull << 20;
+  f.chunk_size = kChunk;
+  f.identity.size = f.size;
+  const std::string storage(4096, 'w');
+  std::string chunk(kChunk, '\0');
+  chunk.replace(0, storage.size(), storage);
+  f.chunk_hashes.push_back(util::xxh3_64(chunk.data(), chunk.size()));
+  const std::string zeros(kChunk, '\0');
+  while (f.chunk_hashes.size() < f.size / kChunk) f.chunk_hashes.push_back(util::xxh3_64(zeros.data(), zeros.size()));
+  m.files.push_back(f);
+  m.storages = {{0, 0, storage.size()}};
+  m.tensors = {{"w", DType::uint8, {4096}, {1}, 0, 0}};
+  std::string archive_bytes;
+  {
+    auto encoder = archive::Encoder::open(string_sink(archive_bytes), 3, 0);
+    REQUIRE(encoder.is_ok());
+    const std::string id = key_id(m.key);
+    REQUIRE((*encoder)->begin_entry(id, format::encode_manifest(m), m).is_ok());
+    REQUIRE((*encoder)->data(storage.data(), storage.size()).is_ok());
+    REQUIRE((*encoder)->end_entry().is_ok());
+    REQUIRE((*encoder)->finish().is_ok());
+  }
+  CHECK(archive_bytes.size() < 1024);
+
+  ImportSummary summary = import_archive(*store, string_source(archive_bytes));
+  INFO(summary.status.to_string());
+  CHECK(summary.status.code() == StatusCode::damaged);
+  CHECK(summary.status.message().find("data file 'data-0000.bin' is 16.0 MiB (16777216 bytes) but its storages with "
+                                      "their alignment padding fill at most 4096 bytes") != std::string::npos);
+  CHECK(summary.entries.empty());  // decided before its entry began: nothing was reserved or written
+  CHECK(summary.data_bytes == 0);
+  CHECK(test::count_entries(target.path() + "/tmp") == 0);
+  CHECK(test::count_entries(target.path() + "/entries") == 1);
+  CHECK(store->lookup(test::store_key(20)).result == LookupResult::hit);  // not evicted for it
+  CHECK(store->lookup(test::store_key(21)).result == LookupResult::miss);
 }
 
 TEST_CASE("an export skips a busy entry and refuses to carry a damaged one", "[archive]") {

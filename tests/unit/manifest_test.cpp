@@ -17,7 +17,7 @@ Manifest sample() {
   f.chunk_hashes = {1, 2, 3, 4};
   f.identity = {1, 2, f.size, 3, 4, false};
   m.files.push_back(f);
-  m.storages = {{0, 0, 4096}, {0, 8192, 4096 + 100}};
+  m.storages = {{0, 0, 4096 + 100}, {0, 8192, 4096 + 100}};  // padding [4196, 8192)
   m.tensors = {{"a", DType::float32, {32, 32}, {32, 1}, 0, 0},
                {"a.t", DType::float32, {32, 32}, {1, 32}, 0, 0},
                {"b", DType::bfloat16, {2098}, {1}, 1, 0},
@@ -93,6 +93,29 @@ TEST_CASE("layout rules - bounds and alignment / overlap / names", "[format]") {
     m.tensors[0].strides = {-32, 1};
     CHECK_FALSE(format::validate_layout(m).is_ok());
   }
+  SECTION("a data file larger than its storages with their alignment padding") {
+    // Two storages of 4196 bytes fill at most two aligned 8 KiB runs: 16384 bytes. What a file
+    // holds beyond that is padding no layout needs, which an import would write in full.
+    Manifest m = sample();
+    auto resize = [&](std::uint64_t size) {
+      m.files[0].size = size;
+      m.files[0].identity.size = size;
+      m.files[0].chunk_hashes.assign((size + 4095) / 4096, 0);
+    };
+    resize(16384);
+    CHECK(format::validate_layout(m).is_ok());
+    resize(16385);
+    const Status st = format::validate_layout(m);
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::damaged);
+    CHECK(st.message().find("data file 'data-0000.bin' is 16.0 KiB (16385 bytes) but its storages with their "
+                            "alignment padding fill at most 16384 bytes") != std::string::npos);
+    // One 4 KiB storage in a 1.5 GiB file (the crafted archive of issue 19): refused the same way.
+    m.storages = {{0, 0, 4096}};
+    m.tensors = {{"w", DType::uint8, {4096}, {1}, 0, 0}};
+    resize(3ull << 29);
+    CHECK(format::validate_layout(m).message().find("fill at most 4096 bytes") != std::string::npos);
+  }
   SECTION("chunk table does not cover the file") {
     Manifest m = sample();
     m.files[0].chunk_hashes.pop_back();
@@ -105,7 +128,7 @@ TEST_CASE("damage is mapped to the tensors that hold the bytes", "[format]") {
   auto names = format::tensors_in_range(m, 0, 0, 16);
   CHECK(names == std::vector<std::string>{"a", "a.t"});
   CHECK(format::tensors_in_range(m, 0, 8192 + 10, 1) == std::vector<std::string>{"b"});
-  CHECK(format::tensors_in_range(m, 0, 4096, 100).empty());  // padding
+  CHECK(format::tensors_in_range(m, 0, 4196, 100).empty());  // padding
 }
 
 TEST_CASE("the verification stamp round-trips and rejects damage", "[format]") {

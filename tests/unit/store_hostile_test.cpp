@@ -177,6 +177,109 @@ TEST_CASE("stats.json, a lease and misses/ are never written through a symlink",
   CHECK(test::path_exists(outside / "victim"));
 }
 
+namespace {
+
+std::uint64_t link_count(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) throw std::runtime_error("stat " + path);
+  return st.st_nlink;
+}
+
+void make_hard_link(const std::string& target, const std::string& link) {
+  if (::link(target.c_str(), link.c_str()) != 0) throw std::runtime_error("link " + link);
+}
+
+}  // namespace
+
+TEST_CASE("stats.json and a lease that are hard links to a file outside the cache never write it",
+          "[store][hostile][writes][links]") {
+  test::TempDir outside;
+  test::write_bytes(outside / "victim", "do not touch");
+  test::set_age(outside / "victim", 3600);
+  const std::int64_t victim_mtime = mtime_ns(outside / "victim");
+  auto victim_intact = [&] {
+    return test::read_bytes(outside / "victim") == "do not touch" && mtime_ns(outside / "victim") == victim_mtime;
+  };
+
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  make_hard_link(outside / "victim", dir / "stats.json");
+  CHECK(store->lookup(test::store_key(31)).result == LookupResult::miss);  // counts a miss
+  CHECK(victim_intact());
+  // The counters now live in a file of the cache's own; the linked one was not trusted (zeros).
+  CHECK(link_count(dir / "stats.json") == 1);
+  CHECK(read_counters(*store)->misses == 1);
+
+  // A lease that is a hard link to the victim: the load is served (the lease holds no bytes of the
+  // entry) but never touches it, so the victim keeps its mtime.
+  const Key key = test::store_key(32);
+  REQUIRE(test::publish_raw(*store, key, test::raw_model(32)).result == PublishResult::published);
+  const std::string lease = store->entry_path(key_id(key)) + "/lease";
+  test::remove_path(lease);
+  make_hard_link(outside / "victim", lease);
+  {
+    auto loaded = store->lookup(key);
+    INFO(loaded.reason);
+    CHECK(loaded.result == LookupResult::hit);
+    CHECK(test::same_data(*loaded.snapshot, test::raw_model(32)));
+  }
+  CHECK(victim_intact());
+  // A lease of its own (one name) is touched by each load, through the descriptor it was taken on.
+  test::remove_path(lease);
+  test::write_bytes(lease, "");
+  test::set_age(lease, 3600);
+  const std::int64_t before = mtime_ns(lease);
+  CHECK(store->lookup(key).result == LookupResult::hit);
+  CHECK(mtime_ns(lease) > before);
+}
+
+TEST_CASE("a verification stamp or digest memo with a second name is not trusted, and its other name is not "
+          "written",
+          "[store][hostile][links]") {
+  test::TempDir outside, dir, checkpoint;
+  auto store = *Store::open(test::test_config(dir.path()));
+
+  SECTION("verified.snap") {
+    const Key key = test::store_key(33);
+    REQUIRE(test::publish_raw(*store, key, test::raw_model(33)).result == PublishResult::published);
+    const std::string entry = store->entry_path(key_id(key));
+    test::set_age(entry + "/data-0000.bin", 60);  // a new identity: the next load rehashes and stamps it
+    REQUIRE(store->lookup(key).rehashed);
+    REQUIRE_FALSE(store->lookup(key).rehashed);  // the stamp proves the new identity
+    make_hard_link(entry + "/verified.snap", outside / "stamp");
+    const std::string stamp_bytes = test::read_bytes(outside / "stamp");
+    auto loaded = store->lookup(key);
+    INFO(loaded.reason);
+    CHECK(loaded.result == LookupResult::hit);
+    CHECK(loaded.rehashed);  // a stamp someone else may write proves nothing
+    CHECK(link_count(entry + "/verified.snap") == 1);  // replaced by a stamp of its own
+    CHECK(test::read_bytes(outside / "stamp") == stamp_bytes);
+    CHECK_FALSE(store->lookup(key).rehashed);
+  }
+  SECTION("digests.json") {
+    const std::string file = checkpoint / "model.safetensors";
+    test::write_bytes(file, "the checkpoint's bytes");
+    auto files = *describe_checkpoint(store->fs(), {file});
+    DigestMemo memo = store->digest_memo();
+    REQUIRE(memo.fill_digests(files).is_ok());
+    const std::string digest = files[0].content_digest;
+    // A second name for the memo, through which its bytes are rewritten: a forged digest.
+    make_hard_link(dir / "digests.json", outside / "memo");
+    std::string text = test::read_bytes(outside / "memo");
+    const std::string forged(digest.size(), 'f');
+    text.replace(text.find(digest), digest.size(), forged);
+    test::write_bytes(outside / "memo", text);
+    REQUIRE(test::read_bytes(dir / "digests.json").find(forged) != std::string::npos);
+    auto again = *describe_checkpoint(store->fs(), {file});
+    DigestMemo fresh = store->digest_memo();
+    REQUIRE(fresh.fill_digests(again).is_ok());
+    CHECK(again[0].content_digest == digest);  // read from the file, not from the forged memo
+    CHECK(fresh.bytes_hashed() > 0);
+    CHECK(link_count(dir / "digests.json") == 1);
+    CHECK(test::read_bytes(outside / "memo") == text);
+  }
+}
+
 TEST_CASE("a FIFO as manifest, lease or settings file is refused at once instead of blocking", "[store][hostile][fifo]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));

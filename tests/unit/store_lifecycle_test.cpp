@@ -4,6 +4,7 @@
 
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
+#include "snapcache/text.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
@@ -42,7 +43,7 @@ class SmallDisk final : public FileSystem {
   Result<SpaceInfo> space(const std::string&) override { return SpaceInfo{free_ * 2, free_}; }
   Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
   Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
-  Status touch(const std::string& p) override { return base->touch(p); }
+  Status touch(int fd) override { return base->touch(fd); }
 };
 
 void age_apart() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
@@ -64,7 +65,13 @@ TEST_CASE("publication evicts least-recently-used entries to stay under capacity
   age_apart();
   auto third = test::publish_raw(*store, test::store_key(3), test::raw_model(3, 2));
   REQUIRE(third.result == PublishResult::published);
-  REQUIRE(third.evicted == std::vector<std::string>{key_id(test::store_key(2))});
+  REQUIRE(third.evicted.size() == 1);
+  CHECK(third.evicted[0].id == key_id(test::store_key(2)));
+  CHECK(third.evicted[0].component == "dit");
+  CHECK(third.evicted[0].bytes > (1u << 20));
+  CHECK(describe_evictions(third.evicted) ==
+        "evicted 1 entry (" + format_size(third.evicted[0].bytes) + ") to make room: " +
+            key_id(test::store_key(2)).substr(0, 12) + " (dit, " + format_size(third.evicted[0].bytes) + ")");
   CHECK(total_bytes(*store).value() <= config.capacity_bytes);
   CHECK(store->lookup(test::store_key(1)).result == LookupResult::hit);
   CHECK(store->lookup(test::store_key(2)).result == LookupResult::miss);
@@ -90,7 +97,8 @@ TEST_CASE("leased entries are never evicted and a publication that cannot fit is
   held2 = {};  // release one lease: now it can go
   out = test::publish_raw(*store, test::store_key(3), third);
   CHECK(out.result == PublishResult::published);
-  CHECK(out.evicted == std::vector<std::string>{key_id(test::store_key(2))});
+  REQUIRE(out.evicted.size() == 1);
+  CHECK(out.evicted[0].id == key_id(test::store_key(2)));
 }
 
 TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][capacity]") {

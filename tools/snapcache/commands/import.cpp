@@ -53,12 +53,17 @@ int run(Context& ctx, const Options& o) {
     const KeyMatch& m = matches[e.id];
     const std::string component = e.key ? e.key->component : "-";
     if (ctx.options.json) {
+      json evicted = json::array();
+      for (const EvictedEntry& v : e.evicted)
+        evicted.push_back({{"id", v.id}, {"component", v.component}, {"bytes", v.bytes}});
       entries.push_back({{"id", e.id}, {"component", component}, {"result", to_string(e.result)}, {"reason", e.reason},
-                         {"bytes", e.bytes}, {"evicted", e.evicted}, {"never_hits_here", m.never}, {"notes", m.notes}});
+                         {"bytes", e.bytes}, {"evicted", evicted}, {"never_hits_here", m.never}, {"notes", m.notes}});
       return;
     }
     fmt::print("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
                e.reason.empty() ? "" : "  " + e.reason);
+    // What was evicted to make room for it, whether or not it then fitted (a skip may follow evictions).
+    if (!e.evicted.empty()) fmt::print("         {}\n", describe_evictions(e.evicted));
     if (e.result == ImportResult::imported || e.result == ImportResult::already_present)
       for (const auto& why : m.never) fmt::print("         warning: a load here would never hit it: {}\n", why);
     std::fflush(stdout);
