@@ -158,10 +158,13 @@ SNAPCACHE_API Result<CacheCounters> read_counters(const Store& store);
 SNAPCACHE_API Status zero_counters(Store& store);
 SNAPCACHE_API std::vector<RecordedMiss> recorded_misses(const Store& store);  // newest first
 
-// The stored key of every readable entry, for "which fields differ" messages.
+// The stored key of every readable entry (one manifest read per entry).
 SNAPCACHE_API Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store);
 // The entry whose key differs from `key` in the fewest fields, with those differences; an entry
-// of the same component is preferred to any entry of another.
+// of the same component is preferred to any entry of another. It compares at most 16 entries,
+// whatever the size of the cache, chosen by the cache's index: those of the key's component and
+// checkpoint; if there are none, one of each other checkpoint of its component; if there are
+// none either, one of each other component.
 SNAPCACHE_API std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store,
                                                                                             const Key& key);
 

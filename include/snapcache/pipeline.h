@@ -85,6 +85,15 @@ struct LoadPlan {
   // A cold load publishes its snapshot on another thread while post-load and upload go on
   // (LoadedModel::publication). Off: the load returns after the publication.
   bool publish_in_background = true;
+  // Asked between the stages of a load, on the thread that called load_model: before each tier
+  // (so after the key), after the tier that served (before anything keeps its result), after
+  // post-load and after the upload. A failed Status ends the load there with that Status, as a
+  // failure of the next stage would: nothing is published from a load stopped before keep(), a
+  // publication already started finishes as for any failed load (it renames a whole entry into
+  // place; the process waits for it at exit), and in a group every rank fails through the usual
+  // exchanges. Null: never asked. The Python package sets one that runs the interpreter's signal
+  // handlers, so a Ctrl-C during a long stage stops the load at the next boundary (docs/python.md).
+  std::function<Status()> interrupt_check;
 };
 
 struct LoadedModel {

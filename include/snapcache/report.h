@@ -90,6 +90,9 @@ struct LoadReport {
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line
   SNAPCACHE_API std::string table() const;    // stages, times and bytes, one per line
+  // The lines of table(), without their newlines. A reason or an error in one may hold any text (a
+  // tensor name from an entry, a peer's words): to print a line, make it printable().
+  SNAPCACHE_API std::vector<std::string> table_lines() const;
 };
 
 // Times one stage into a report, by scope: a stage appears in the report however it ends. One

@@ -27,11 +27,15 @@ SNAPCACHE_API std::string format_size(std::uint64_t bytes);
 
 // s, m (min), h, d, w; a bare number is seconds.
 SNAPCACHE_API Result<std::int64_t> parse_age_seconds(std::string_view text);
-// "3d", "5h", "12m", "40s": the largest unit with a whole number.
+// "2y", "3d", "5h", "12m", "40s": the largest unit with a whole number (a year is 365 days).
 SNAPCACHE_API std::string format_age(std::int64_t seconds);
 // The age, as format_age, of a moment given in nanoseconds since the Unix epoch (an entry's
-// creation or last use): "3d" when it was three days ago.
+// creation or last use): "3d" when it was three days ago, "0s" for a moment in the future.
 SNAPCACHE_API std::string format_age_since(std::int64_t unix_ns);
+// The same moment as people read it relative to now: "3d ago"; "in 9y" for one in the future (a
+// file's time is whatever its writer set: a wrong clock, a copy from a host whose clock was); "in
+// the future" for one past what nanoseconds since 1970 hold (after 2262: a saturated time).
+SNAPCACHE_API std::string format_time_from_now(std::int64_t unix_ns);
 
 // "850 us", "12.3 ms", "1.52 s", "3m 20s".
 SNAPCACHE_API std::string format_duration(double seconds);

@@ -26,7 +26,8 @@ namespace py = pybind11;
 // --- errors (errors.cpp) ----------------------------------------------------------------------
 
 // Raises the snapcache.Error subclass of st.code() with st.message() (GIL held; never returns).
-// A Python exception a callback raised during the call that failed becomes its __cause__.
+// A Python exception a callback raised during the call that failed becomes its __cause__; an
+// interrupt (below) is raised itself instead.
 [[noreturn]] void raise_status(const Status& st);
 inline void check(const Status& st) {
   if (!st) raise_status(st);
@@ -40,9 +41,34 @@ T unwrap(Result<T>&& r) {
 // callback): a snapcache.Error keeps its code; any other is `exception`, "TypeName: message".
 // Remembers the exception on this thread, for raise_status to chain it.
 Status status_of_python_error(py::error_already_set& e, const std::string& context);
-// Forgets any remembered callback exception: at the start of each call that runs callbacks.
-void forget_callback_errors();
 void bind_errors(py::module_& m);
+
+// A call into the library that runs callbacks (load_model, reload_model, log): the exceptions they
+// raise are remembered on this thread for as long as it lasts, and forgotten when it starts and
+// ends, so only the call that raised chains them.
+class CallbackScope {
+ public:
+  CallbackScope();
+  ~CallbackScope();
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+  // Whether this thread is inside one.
+  static bool active();
+};
+
+// An interrupt: a BaseException that is not an Exception (KeyboardInterrupt, SystemExit,
+// GeneratorExit, ...) that a callback raised, or a signal handler raised between two stages, during
+// this thread's CallbackScope. The library cannot be stopped by it, so it stops at the next stage
+// (check_interrupt) and the call then raises the interrupt itself, with its traceback: never
+// wrapped in ExceptionRaised (which `except snapcache.Error` would catch), never swallowed.
+// GIL held: raises the pending interrupt, if there is one (then never returns).
+void raise_if_interrupted();
+// The check LoadPlan::interrupt_check runs between stages (GIL not held): a pending interrupt, or
+// on the main thread one that the interpreter's signal handlers raise now (a Ctrl-C that arrived
+// while C++ code ran), as a failed Status.
+Status check_interrupt(bool main_thread);
+// Whether this is the interpreter's main thread, the one that runs signal handlers (GIL held).
+bool on_main_thread();
 
 // Runs a callback body under the GIL; a Python exception becomes a Status naming `context`.
 template <class F>

@@ -1,7 +1,8 @@
 // Errors: a failed Status becomes an instance of snapcache.Error's subclass for its code, with
 // the same message; a Python exception raised in a callback (loader, post-load method, refresh
 // hook, log sink) becomes a Status on its way through the library and the __cause__ of the error
-// raised at the end.
+// raised at the end. An interrupt (KeyboardInterrupt, SystemExit: a BaseException that is not an
+// Exception) is raised as itself at the end instead, after the library has stopped at its next stage.
 #include <array>
 #include <cstdint>
 
@@ -44,6 +45,11 @@ std::array<PyObject*, kCodes> g_class_of{};
 
 // The exception a callback raised on this thread during the current call (GIL held to touch it).
 thread_local PyObject* t_callback_error = nullptr;
+// The first interrupt of the current call on this thread, and its words for the Status that stops
+// the load: written with the GIL held, read by check_interrupt on this same thread without it.
+thread_local PyObject* t_interrupt = nullptr;
+thread_local std::string t_interrupt_text;
+thread_local int t_scopes = 0;  // CallbackScopes open on this thread
 
 StatusCode code_from_name(const std::string& name) {
   for (std::uint8_t c = 1; c < kCodes; ++c)
@@ -51,32 +57,88 @@ StatusCode code_from_name(const std::string& name) {
   return StatusCode::exception;
 }
 
-void remember(PyObject* exc) {
+bool is_interrupt(PyObject* exc) { return PyErr_GivenExceptionMatches(exc, PyExc_Exception) == 0; }
+
+void remember(PyObject* exc, const std::string& text) {
   Py_XINCREF(exc);
   Py_XDECREF(t_callback_error);
   t_callback_error = exc;
+  // Kept for the call that raises it at its end; outside one nothing would, and a stale interrupt
+  // must not surface in a later call.
+  if (exc == nullptr || t_scopes == 0 || t_interrupt != nullptr || !is_interrupt(exc)) return;
+  Py_INCREF(exc);
+  t_interrupt = exc;
+  t_interrupt_text = text;
+}
+
+void forget_callback_errors() {
+  remember(nullptr, "");
+  Py_XDECREF(t_interrupt);
+  t_interrupt = nullptr;
+  t_interrupt_text.clear();
 }
 
 }  // namespace
 
-void forget_callback_errors() { remember(nullptr); }
+CallbackScope::CallbackScope() {
+  forget_callback_errors();
+  ++t_scopes;
+}
+
+CallbackScope::~CallbackScope() {
+  --t_scopes;
+  forget_callback_errors();
+}
+
+bool CallbackScope::active() { return t_scopes > 0; }
+
+void raise_if_interrupted() {
+  if (t_interrupt == nullptr) return;
+  PyObject* exc = t_interrupt;
+  t_interrupt = nullptr;
+  t_interrupt_text.clear();
+  remember(nullptr, "");
+  // As it was raised, with its traceback: the frames of the callback (or of the signal handler),
+  // then the caller's as it unwinds.
+  PyErr_Restore(PyObject_Type(exc), exc, PyException_GetTraceback(exc));
+  throw py::error_already_set();
+}
+
+Status check_interrupt(bool main_thread) {
+  if (t_interrupt != nullptr) return Status(StatusCode::exception, t_interrupt_text);
+  if (!main_thread) return Status::ok();  // signal handlers run on the main thread only
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() == 0) return Status::ok();
+  py::error_already_set e;
+  return status_of_python_error(e, "");
+}
+
+bool on_main_thread() {
+  const py::object main = py::module_::import("threading").attr("main_thread")();
+  return main.attr("ident").cast<unsigned long>() == PyThread_get_thread_ident();
+}
 
 Status status_of_python_error(py::error_already_set& e, const std::string& context) {
   const py::object value = e.value();
+  // Before Python 3.12 the traceback is held apart from the exception: keep it with it, so the
+  // exception raised or chained at the end shows where the callback raised it.
+  if (e.trace() && PyException_SetTraceback(value.ptr(), e.trace().ptr()) != 0) PyErr_Clear();
   StatusCode code = StatusCode::exception;
   std::string message;
   if (g_base != nullptr && PyObject_IsInstance(value.ptr(), g_base) == 1) {
     code = code_from_name(py::str(value.attr("code")).cast<std::string>());
     message = py::str(value).cast<std::string>();
   } else {
-    message = py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>() + ": " +
-              py::str(value).cast<std::string>();
+    const std::string what = py::str(value).cast<std::string>();  // "" for a bare KeyboardInterrupt
+    message = py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>();
+    if (!what.empty()) message += ": " + what;
   }
-  remember(value.ptr());
+  remember(value.ptr(), message);
   return Status(code, context.empty() ? message : context + ": " + message);
 }
 
 void raise_status(const Status& st) {
+  raise_if_interrupted();
   const auto c = static_cast<std::uint8_t>(st.code());
   PyObject* cls = c > 0 && c < kCodes ? g_class_of[c] : g_class_of[static_cast<std::uint8_t>(StatusCode::exception)];
   py::object exc = py::reinterpret_borrow<py::object>(cls)(st.message());

@@ -10,15 +10,13 @@
 namespace snapcache::python {
 namespace {
 
-// The exceptions callbacks raise during one call: forgotten when it starts and when it ends, so
-// only the call that failed chains them (raise_status takes them on the way out).
-class CallbackErrors {
- public:
-  CallbackErrors() { forget_callback_errors(); }
-  ~CallbackErrors() { forget_callback_errors(); }
-  CallbackErrors(const CallbackErrors&) = delete;
-  CallbackErrors& operator=(const CallbackErrors&) = delete;
-};
+// The plan as the library gets it from Python: with the check that stops it between stages when
+// an interrupt is pending or a signal handler raises one (GIL held).
+LoadPlan interruptible(const LoadPlan& plan) {
+  LoadPlan out = plan;
+  out.interrupt_check = [main = on_main_thread()] { return check_interrupt(main); };
+  return out;
+}
 
 std::string report_repr(const LoadReport& r) {
   return std::string("LoadReport(") + to_string(r.path) + ", " + py::repr(py::str(r.reason)).cast<std::string>() +
@@ -114,14 +112,15 @@ void bind_loading(py::module_& m) {
   m.def(
       "load_model",
       [](Store* store, const LoadPlan& given) {
-        CallbackErrors scope;
+        CallbackScope scope;
         std::string note;
-        const LoadPlan plan = with_default_source_identity(given, note);
+        const LoadPlan with_check = interruptible(with_default_source_identity(given, note));
         Result<LoadedModel> model = Status();
         {
           py::gil_scoped_release release;
-          model = load_model(store, plan);
+          model = load_model(store, with_check);
         }
+        raise_if_interrupted();  // also after a load that succeeded: the log sink's Ctrl-C
         if (model && !note.empty()) model->report.notes.push_back(note);
         return unwrap(std::move(model));
       },
@@ -131,14 +130,15 @@ void bind_loading(py::module_& m) {
   m.def(
       "reload_model",
       [](Store* store, const LoadPlan& given, LoadedModel& model) {
-        CallbackErrors scope;
+        CallbackScope scope;
         std::string note;
-        const LoadPlan plan = with_default_source_identity(given, note);
+        const LoadPlan with_check = interruptible(with_default_source_identity(given, note));
         Result<LoadReport> report = Status();
         {
           py::gil_scoped_release release;
-          report = reload_model(store, plan, model);
+          report = reload_model(store, with_check, model);
         }
+        raise_if_interrupted();
         if (report && !note.empty()) report->notes.push_back(note);
         return unwrap(std::move(report));
       },

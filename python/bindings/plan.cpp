@@ -342,12 +342,14 @@ void bind_post_load(py::module_& m) {
       .def(
           "apply",
           [](const PostLoadMethod& self, const py::handle& tensors) {
+            CallbackScope scope;  // a Ctrl-C in a Python method's apply is raised as itself
             NamedTensors t = named_tensors(tensors, "apply");
             Status st;
             {
               py::gil_scoped_release release;
               st = self.apply(t);
             }
+            raise_if_interrupted();
             check(st);
             return to_dict(t);
           },

@@ -82,7 +82,8 @@ _LEVELS = {
 
 
 def _log_sink(level, message):
-    logger.log(_LEVELS.get(level, _logging.INFO), message)
+    # Names in the library's lines come from caches, archives and peers: escaped as on stderr.
+    logger.log(_LEVELS.get(level, _logging.INFO), _core.printable(message))
 
 
 def route_logs_to_logging(enabled=True):

@@ -17,16 +17,18 @@ namespace {
 class BackendExchange final : public RankGroup {
  public:
   BackendExchange(c10::intrusive_ptr<c10d::Backend> backend, c10::Device device, std::string description,
-                  RankGroupOptions options, std::shared_ptr<void> owner)
+                  RankGroupOptions options, std::shared_ptr<void> owner, std::string start_nonce)
       : backend_(std::move(backend)),
         device_(device),
         description_(std::move(description)),
         options_(options),
-        owner_(std::move(owner)) {}
+        owner_(std::move(owner)),
+        start_nonce_(std::move(start_nonce)) {}
 
   int rank() const override { return backend_->getRank(); }
   int size() const override { return backend_->getSize(); }
   std::string describe() const override { return description_; }
+  std::string start_nonce() const override { return start_nonce_; }
 
   Result<std::vector<std::string>> exchange(const std::string& mine) override {
     if (broken_) return Status(StatusCode::io_error, description_ + " failed before: " + broken_reason_);
@@ -80,6 +82,7 @@ class BackendExchange final : public RankGroup {
   std::string description_;
   RankGroupOptions options_;
   std::shared_ptr<void> owner_;
+  std::string start_nonce_;
   bool broken_ = false;
   std::string broken_reason_;
 };
@@ -88,9 +91,9 @@ class BackendExchange final : public RankGroup {
 
 std::shared_ptr<RankGroup> backend_exchange(c10::intrusive_ptr<c10d::Backend> backend, c10::Device device,
                                             std::string description, RankGroupOptions options,
-                                            std::shared_ptr<void> owner) {
+                                            std::shared_ptr<void> owner, std::string start_nonce) {
   return std::make_shared<BackendExchange>(std::move(backend), device, std::move(description), options,
-                                           std::move(owner));
+                                           std::move(owner), std::move(start_nonce));
 }
 
 }  // namespace snapcache::distributed

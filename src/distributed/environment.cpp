@@ -1,11 +1,13 @@
-// Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK and TORCHELASTIC_USE_AGENT_STORE.
+// Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, TORCHELASTIC_USE_AGENT_STORE and
+// TORCHELASTIC_RESTART_COUNT.
 #include "distributed/environment.h"
 
 #include <cstdlib>
 #include <limits>
 
-#include "util/fmt.h"
 #include <cerrno>
+
+#include "util/fmt.h"
 
 namespace snapcache::distributed {
 namespace {
@@ -41,6 +43,11 @@ Result<RankEnvironment> read_rank_environment() {
   }
   auto world = integer("WORLD_SIZE", 1, std::numeric_limits<int>::max());
   if (!world) return world.status();
+  if (*world > kMaxWorldSize)
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("WORLD_SIZE={} is more ranks than a group can have: at most {} (the group's c10d store "
+                              "holds a connection for every rank, and a process holds at most {} descriptors)",
+                              *world, kMaxWorldSize, kMaxWorldSize));
   env.world_size = *world;
   auto rank = integer("RANK", 0, env.world_size - 1);
   if (!rank) return rank.status().with_context(fmt::format("WORLD_SIZE={}", env.world_size));
@@ -53,6 +60,11 @@ Result<RankEnvironment> read_rank_environment() {
   }
   const char* agent = variable("TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = agent != nullptr && std::string(agent) == "True";
+  if (variable("TORCHELASTIC_RESTART_COUNT") != nullptr) {
+    auto restarts = integer("TORCHELASTIC_RESTART_COUNT", 0, std::numeric_limits<int>::max());
+    if (!restarts) return restarts.status();
+    env.restart_count = *restarts;
+  }
   return env;
 }
 

@@ -12,7 +12,8 @@
 namespace snapcache::distributed {
 
 Result<std::shared_ptr<RankGroup>> nccl_group(c10::intrusive_ptr<c10d::Store> store, const RankEnvironment& env,
-                                              std::string description, RankGroupOptions options) {
+                                              std::string description, RankGroupOptions options,
+                                              const GroupMembership& membership) {
   const int devices = c10::cuda::device_count();
   if (env.local_rank >= devices)
     return Status(StatusCode::invalid_argument,
@@ -23,7 +24,8 @@ Result<std::shared_ptr<RankGroup>> nccl_group(c10::intrusive_ptr<c10d::Store> st
   auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, nccl_options);
   backend->setBoundDeviceId(device);
   backend->eagerConnectSingleDevice(device);
-  return backend_exchange(backend, device, std::move(description), options);
+  SNAPCACHE_RETURN_IF_ERROR(membership.unchallenged(*store));
+  return backend_exchange(backend, device, std::move(description), options, nullptr, membership.start().nonce);
 }
 
 }  // namespace snapcache::distributed

@@ -4,7 +4,7 @@
 namespace snapcache::distributed {
 
 Result<std::shared_ptr<RankGroup>> nccl_group(c10::intrusive_ptr<c10d::Store>, const RankEnvironment&, std::string,
-                                              RankGroupOptions) {
+                                              RankGroupOptions, const GroupMembership&) {
   return Status(StatusCode::unsupported,
                 "rank group: this snapcache was built without NCCL (nccl.h from the nvidia-nccl wheel was not found); "
                 "pass your own process group, or GroupTransport::store");

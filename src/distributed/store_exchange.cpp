@@ -1,11 +1,20 @@
 // Messages through c10d's TCPStore: each exchange has its own key prefix; a rank sets its
-// message, waits (with the timeout) until every rank's is there, and reads them all. A rank that
-// died never sets its key, so the others time out naming it instead of waiting for ever.
+// message, adds its rank to the round's arrivals, waits (with the timeout) until every rank's
+// message is there, and reads them all, in slices the store accepts. A rank that died never sets
+// its key, so the others time out naming it (from the arrivals: one read, whatever the group's
+// size) instead of waiting for ever.
+//
+// A key holds 'm' and the rank's message, or 'r' and the reason the rank left the group (another
+// process claims its rank, or RankGroup::leave); anything else was written by no rank of a group.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "distributed/exchange.h"
+#include "distributed/rank_list.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 
@@ -14,27 +23,49 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr char kMessage = 'm';
+constexpr char kLeaving = 'r';
+// A peer's reason for leaving is a line for a person.
+constexpr std::size_t kMaxReasonBytes = 600;
+// c10d's libuv store refuses one request for more than 131072 keys, and its time per request
+// grows with the square of the keys in it (16384 keys: 0.5 s; 1024: 3 ms): larger groups wait for
+// and read their round in slices of this many.
+constexpr std::size_t kKeysPerRequest = 1024;
+
+std::vector<std::uint8_t> framed(char kind, const std::string& text) {
+  std::vector<std::uint8_t> out;
+  out.reserve(text.size() + 1);
+  out.push_back(static_cast<std::uint8_t>(kind));
+  out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+
+std::string arrivals_key(std::uint64_t round) { return fmt::format("{}/arrived", round); }
+
 class StoreExchange final : public RankGroup {
  public:
-  StoreExchange(c10::intrusive_ptr<c10d::Store> store, std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store,
-                int rank, int size, bool serves_store, std::string description, RankGroupOptions options)
+  StoreExchange(c10::intrusive_ptr<c10d::Store> store, GroupMembership membership, int size, bool serves_store,
+                std::string description, RankGroupOptions options)
       : store_(std::move(store)),
-        fresh_store_(std::move(fresh_store)),
-        rank_(rank),
+        membership_(std::move(membership)),
+        rank_(membership_.rank()),
         size_(size),
         serves_store_(serves_store),
         description_(std::move(description)),
         options_(options) {}
 
   // The rank that serves the store takes it down with it: it first waits (a bounded while) until
-  // every rank has read the last exchange, which it may not have when this rank is done with it.
+  // the other ranks are done with its last round: every rank has read it; or, when this rank left,
+  // the others have read why; or, when it gave up waiting, the others that came have given up too
+  // (so that they can still name the ranks that did not).
   ~StoreExchange() override {
-    if (!serves_store_ || next_round_ == 0 || !broken_.empty()) return;
-    const std::string done = fmt::format("{}/read", next_round_ - 1);
+    if (!serves_store_ || !last_round_) return;
+    const std::string read = fmt::format("{}/read", last_round_->round);
+    const std::string gave_up = fmt::format("{}/gave_up", last_round_->round);
     const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(10));
     while (Clock::now() < deadline) {
-      auto read = guarded([&]() -> Result<std::int64_t> { return store_->add(done, 0); });
-      if (!read || *read >= size_) return;
+      auto done = guarded([&]() -> Result<std::int64_t> { return store_->add(read, 0) + store_->add(gave_up, 0); });
+      if (!done || *done >= last_round_->readers) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -42,66 +73,132 @@ class StoreExchange final : public RankGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return description_; }
+  std::string start_nonce() const override { return membership_.start().nonce; }
+
+  void leave(const std::string& reason) override {
+    if (!broken_.empty()) return;
+    broken_ = reason;
+    (void)post_leaving(next_round_++, Status(StatusCode::invalid_argument, reason));
+  }
 
   Result<std::vector<std::string>> exchange(const std::string& mine) override {
     if (!broken_.empty()) return Status(StatusCode::io_error, description_ + " failed before: " + broken_);
     const std::uint64_t round = next_round_++;
     std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("{}/{}", round, r));
     auto result = guarded([&]() -> Result<std::vector<std::string>> {
-      store_->set(keys[rank_], std::vector<std::uint8_t>(mine.begin(), mine.end()));
+      if (Status held = membership_.unchallenged(*store_); !held) return post_leaving(round, held);
+      store_->set(keys[rank_], framed(kMessage, mine));
+      store_->append(arrivals_key(round), framed(',', std::to_string(rank_)));
+      std::vector<std::vector<std::string>> slices;
+      for (std::size_t first = 0; first < keys.size(); first += kKeysPerRequest)
+        slices.emplace_back(keys.begin() + static_cast<long>(first),
+                            keys.begin() + static_cast<long>(std::min(keys.size(), first + kKeysPerRequest)));
       try {
-        store_->wait(keys, options_.timeout);
+        if (!all_set(slices, Clock::now() + options_.timeout)) return give_up(round);
       } catch (...) {
-        const Status waited = status_of_current_exception();
-        auto missing = ranks_without_keys(keys);
-        if (!missing)
-          return Status(StatusCode::io_error,
-                        fmt::format("the group's store cannot be reached any more (rank 0 serves it unless torchrun's "
-                                    "agent does: it may have failed or exited): {}",
-                                    waited.message()));
-        if (missing->empty())
-          return Status(StatusCode::io_error, fmt::format("no answer from every rank within {} ms: {}",
-                                                          options_.timeout.count(), waited.message()));
         return Status(StatusCode::io_error,
-                      fmt::format("rank{} {} did not answer within {} ms (a rank died, hangs, or loads another "
-                                  "model)",
-                                  missing->size() == 1 ? "" : "s", fmt::join(*missing, ", "), options_.timeout.count()));
+                      fmt::format("the group's store cannot be reached any more (rank 0 serves it unless torchrun's "
+                                  "agent does: it may have failed or exited): {}",
+                                  status_of_current_exception().message()));
       }
-      std::vector<std::string> out;
-      for (const auto& bytes : store_->multiGet(keys)) out.emplace_back(bytes.begin(), bytes.end());
-      // Counted for the rank that serves the store, so it does not leave before everyone has read.
+      std::vector<std::vector<std::uint8_t>> values;
+      values.reserve(keys.size());
+      for (const auto& slice : slices)
+        for (auto& v : store_->multiGet(slice)) values.push_back(std::move(v));
+      // Counted for the rank that serves the store, so it does not leave before everyone has read
+      // (a rank's leaving message included).
       store_->add(fmt::format("{}/read", round), 1);
+      std::vector<std::string> out;
+      out.reserve(keys.size());
+      for (std::size_t r = 0; r < values.size(); ++r) {
+        const std::vector<std::uint8_t>& v = values[r];
+        if (!v.empty() && v[0] == kLeaving)
+          return Status(StatusCode::invalid_argument,
+                        fmt::format("rank {} left the group: {}", r,
+                                    std::string(v.begin() + 1, v.begin() + std::min(v.size(), kMaxReasonBytes + 1))));
+        if (v.empty() || v[0] != kMessage)
+          return Status(StatusCode::invalid_argument,
+                        fmt::format("rank {}'s key in round {} holds {} bytes that no rank of a group writes: another "
+                                    "process wrote them (anyone who reaches the store's port can)",
+                                    r, round, v.size()));
+        out.emplace_back(v.begin() + 1, v.end());
+      }
       // A key only every rank has read can go: this rank is past round-1's wait, and so is every
       // rank that set round's key. Deleting our own key of two rounds ago keeps the store small.
       if (round >= 2) {
         (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
-        if (rank_ == 0) (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/read", round - 2)); });
+        if (rank_ == 0)
+          for (const std::string& key :
+               {fmt::format("{}/read", round - 2), fmt::format("{}/gave_up", round - 2), arrivals_key(round - 2)})
+            (void)guarded([&]() -> Result<bool> { return store_->deleteKey(key); });
       }
+      last_round_ = {round, size_};
+      // Claimed meanwhile: the others learn it from this rank's message in the next round.
+      if (Status held = membership_.unchallenged(*store_); !held) return post_leaving(round + 1, held);
       return out;
     });
     if (!result) {
       broken_ = result.status().message();
-      return Status(StatusCode::io_error,
+      return Status(result.status().code(),
                     fmt::format("{} (rank {} of {}): {}", description_, rank_, size_, result.status().message()));
     }
     return result;
   }
 
  private:
-  // The ranks whose key is not in the store, asked over a new connection.
-  Result<std::vector<int>> ranks_without_keys(const std::vector<std::string>& keys) const {
+  // This rank's reason for leaving as its message of `round`, where the other ranks look for it.
+  Status post_leaving(std::uint64_t round, const Status& why) {
+    last_round_ = {round, size_ - 1};
+    (void)guarded([&]() -> Status {
+      store_->set(fmt::format("{}/{}", round, rank_), framed(kLeaving, why.message()));
+      return Status::ok();
+    });
+    return why;
+  }
+
+  bool all_set(const std::vector<std::vector<std::string>>& slices, Clock::time_point deadline) const {
+    return std::all_of(slices.begin(), slices.end(),
+                       [&](const std::vector<std::string>& slice) { return keys_set_by(*store_, slice, deadline); });
+  }
+
+  Status give_up(std::uint64_t round) {
+    auto missing = ranks_not_arrived(round);
+    if (!missing) return missing.status();
+    (void)guarded([&]() -> Result<std::int64_t> { return store_->add(fmt::format("{}/gave_up", round), 1); });
+    last_round_ = {round, size_ - static_cast<int>(missing->size())};  // this rank among them
+    if (missing->empty())
+      return Status(StatusCode::io_error, fmt::format("no answer from every rank within {} ms", options_.timeout.count()));
+    return Status(StatusCode::io_error,
+                  fmt::format("rank{} {} did not answer within {} ms (a rank died, hangs, or loads another model)",
+                              missing->size() == 1 ? "" : "s", rank_list(*missing), options_.timeout.count()));
+  }
+
+  // The ranks that did not add themselves to the round's arrivals: one read, whatever the size.
+  Result<std::vector<int>> ranks_not_arrived(std::uint64_t round) const {
     return guarded([&]() -> Result<std::vector<int>> {
+      std::vector<bool> arrived(static_cast<std::size_t>(size_), false);
+      if (store_->check({arrivals_key(round)})) {
+        const std::vector<std::uint8_t> list = store_->get(arrivals_key(round));
+        const std::string_view text(reinterpret_cast<const char*>(list.data()), list.size());
+        for (std::size_t i = 0; i < text.size();) {  // ",0,3,1": each entry is ',' and a rank
+          const std::size_t next = std::min(text.find(',', i + 1), text.size());
+          int r = -1;
+          std::from_chars(text.data() + i + 1, text.data() + next, r);
+          if (r >= 0 && r < size_) arrived[static_cast<std::size_t>(r)] = true;
+          i = next;
+        }
+      }
       std::vector<int> missing;
-      c10::intrusive_ptr<c10d::Store> fresh = fresh_store_();
       for (int r = 0; r < size_; ++r)
-        if (!fresh->check({keys[r]})) missing.push_back(r);
+        if (!arrived[static_cast<std::size_t>(r)]) missing.push_back(r);
       return missing;
     });
   }
 
   c10::intrusive_ptr<c10d::Store> store_;
-  std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store_;
+  GroupMembership membership_;
   int rank_;
   int size_;
   bool serves_store_;
@@ -109,15 +206,21 @@ class StoreExchange final : public RankGroup {
   RankGroupOptions options_;
   std::uint64_t next_round_ = 0;
   std::string broken_;
+  // The round the others must be done with before this rank takes the store away, and how many
+  // of them will read it (or give up on it).
+  struct LastRound {
+    std::uint64_t round;
+    int readers;
+  };
+  std::optional<LastRound> last_round_;
 };
 
 }  // namespace
 
-std::shared_ptr<RankGroup> store_exchange(c10::intrusive_ptr<c10d::Store> store,
-                                          std::function<c10::intrusive_ptr<c10d::Store>()> fresh_store, int rank,
+std::shared_ptr<RankGroup> store_exchange(c10::intrusive_ptr<c10d::Store> store, GroupMembership membership,
                                           int size, bool serves_store, std::string description,
                                           RankGroupOptions options) {
-  return std::make_shared<StoreExchange>(std::move(store), std::move(fresh_store), rank, size, serves_store,
+  return std::make_shared<StoreExchange>(std::move(store), std::move(membership), size, serves_store,
                                          std::move(description), options);
 }
 

@@ -76,6 +76,14 @@ struct ServedStorages {
   bool contains(const at::Tensor& t) const { return t.has_storage() && set.count(t.storage().unsafeGetStorageImpl()); }
 };
 
+// The plan's interrupt check (LoadPlan::interrupt_check), asked between two stages; its failure
+// ends the load as one of the stage `next` would.
+Status interruption(const LoadPlan& plan, const std::string& next) {
+  if (!plan.interrupt_check) return Status::ok();
+  const Status st = guarded([&] { return plan.interrupt_check(); });
+  return st ? st : st.with_context("interrupted before " + next);
+}
+
 // Waits for the load's background publication and records its outcome as a blocking one would.
 void await_publication(LoadContext& load, const std::string& why) {
   if (!load.publication.started() || load.report.publish) return;
@@ -229,12 +237,17 @@ Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_
                                std::vector<TierAnswer>& passed, pipeline::GroupAgreement* agreement) {
   LoadReport& report = load.report;
   for (const auto& tier : tiers) {
-    // A tier's errors are in its own words; what it throws gets its name in front.
+    // A tier's errors are in its own words; what it throws gets its name in front. An interrupt
+    // is this rank's answer, so a group hears of it in the same exchange.
     Result<TierAnswer> answer = Status(StatusCode::exception, "not asked");
-    try {
-      answer = tier->serve(load);
-    } catch (...) {
-      answer = status_of_current_exception().with_context(tier->name() + " tier");
+    if (Status interrupted = interruption(load.plan, "the " + tier->name() + " tier"); !interrupted) {
+      answer = interrupted;
+    } else {
+      try {
+        answer = tier->serve(load);
+      } catch (...) {
+        answer = status_of_current_exception().with_context(tier->name() + " tier");
+      }
     }
     if (agreement == nullptr) {
       if (!answer) return answer.status();
@@ -246,7 +259,17 @@ Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_
     auto everyone = agreement->agree_on_tier(tier->name(), answer);
     if (!everyone) return everyone.status();
     report.tiers.push_back({tier->name(), answer->outcome, answer->reason});
-    if (*everyone) return std::move(*answer);
+    if (*everyone) {
+      // The group's decision never stands in for this rank's own answer: taking a tier that did
+      // not serve here would hand out what it did not give (a hit with no weights).
+      if (answer->outcome != TierOutcome::served)
+        return agreement->leave(Status(
+            StatusCode::invalid_argument,
+            fmt::format("rank group: the group took the {} tier, which {} on this rank ({}); a rank only takes a "
+                        "tier that served it",
+                        tier->name(), to_string(answer->outcome), answer->reason)));
+      return std::move(*answer);
+    }
     if (answer->outcome == TierOutcome::served) {
       report.tiers.back().reason += " (not taken: not every rank of the group could serve it)";
       passed.push_back(TierAnswer::skipped("not taken by the group"));
@@ -269,6 +292,14 @@ Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared
   LoadReport& report = load.report;
   NamedTensors& tensors = served.tensors;
 
+  if (served.residence == Residence::host) {
+    // Whichever tier served and whatever a group decided, what goes on is what the model declares
+    // (a device-prepared tier checks its prepared layout itself).
+    if (Status st = check_completeness(tensors, plan.expected); !st)
+      return st.with_context("the served tensors are not the plan's layout");
+  }
+  // Stopped here, nothing was kept: no tier publishes what the load will not hand out.
+  SNAPCACHE_RETURN_IF_ERROR(interruption(plan, "post-load"));
   if (served.residence == Residence::device_prepared) {
     SNAPCACHE_RETURN_IF_ERROR(check_on_device(tensors, plan.device));
     derived = std::move(served.derived);
@@ -300,8 +331,12 @@ Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared
   const ServedStorages served_storages(tensors);
   auto host = prepare_on_host(load, tensors, served_storages, served.files, defer);
   if (!host) return host.status();
+  SNAPCACHE_RETURN_IF_ERROR(interruption(plan, "the upload"));
   bool by_plan_uploader = false;
   auto device = upload(plan, uploader, tensors, *host, defer, report, by_plan_uploader);
+  if (device) {
+    if (Status st = interruption(plan, "the refresh hooks"); !st) device = st;
+  }
   if (device && load.publication.started()) {
     // Host tensors handed out (a CPU load) could be changed by the caller while still being written.
     if (std::any_of(device->begin(), device->end(), [&](const auto& nt) { return served_storages.contains(nt.second); }))
@@ -340,7 +375,7 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   LoadContext load{plan, store, key ? &*key : nullptr, eligible.reason, report, {}};
 
   std::optional<pipeline::GroupAgreement> agreement;
-  if (plan.group) agreement.emplace(*plan.group, report);
+  if (plan.group) agreement.emplace(*plan.group, report, pipeline::group_identity(plan, *plan.group));
   const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
   std::vector<TierAnswer> passed;
   auto served = choose_tier(load, tiers, passed, agreement ? &*agreement : nullptr);
@@ -429,15 +464,24 @@ std::string what_is_loaded(const LoadPlan& plan) {
                      plan.topology.pp_rank, plan.topology.pp_size);
 }
 
+// A line at a time: a sink prints each message as one line (log_to_stderr escapes a newline), so
+// no name inside a reason can start a line of its own.
+void log_table(LogLevel level, const LoadReport& report) {
+  for (const auto& line : report.table_lines()) log(level, line);
+}
+
 void log_load(const LoadPlan& plan, const LoadReport& report) {
   log(report.path == LoadPath::fallback ? LogLevel::warn : LogLevel::info,
       fmt::format("{}: {}", what_is_loaded(plan), report.summary()));
-  log(LogLevel::debug, "stages:\n" + report.table());
+  if (log_level() < LogLevel::debug) return;
+  log(LogLevel::debug, "stages:");
+  log_table(LogLevel::debug, report);
 }
 
 // A load that failed still says how far it got.
 Status log_failure(const LoadPlan& plan, const LoadReport& report, Status status) {
-  log(LogLevel::warn, fmt::format("{} failed: {}\n{}", what_is_loaded(plan), status.to_string(), report.table()));
+  log(LogLevel::warn, fmt::format("{} failed: {}; stages:", what_is_loaded(plan), status.to_string()));
+  log_table(LogLevel::warn, report);
   return status;
 }
 

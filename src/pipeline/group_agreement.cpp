@@ -7,10 +7,13 @@
 #include <chrono>
 #include <map>
 
+#include "distributed/rank_list.h"
 #include "util/fmt.h"
 
 namespace snapcache::pipeline {
 namespace {
+
+using distributed::rank_list;
 
 // A reason is a line for a person; a few hundred bytes of each rank's are plenty in a report.
 constexpr std::size_t kMaxReasonBytes = 600;
@@ -23,6 +26,12 @@ std::string ranks_word(std::size_t n) { return n == 1 ? "rank" : "ranks"; }
 
 std::string on_every_rank(std::size_t n) { return n == 1 ? "on the group's only rank" : fmt::format("on all {} ranks", n); }
 
+// A text field of a peer's message; anything but a string reads as "".
+std::string text_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // A peer's error code, as it sent it; anything that is not an error code reads as a transport error.
 StatusCode peer_code(int code) {
   return code > static_cast<int>(StatusCode::ok) && code <= static_cast<int>(StatusCode::exception)
@@ -32,33 +41,61 @@ StatusCode peer_code(int code) {
 
 }  // namespace
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-GroupAgreement::GroupAgreement(RankGroup& group, LoadReport& report) : group_(group), report_(report) {
+GroupAgreement::GroupAgreement(RankGroup& group, LoadReport& report, GroupIdentity identity)
+    : group_(group), report_(report), identity_(std::move(identity)) {
   GroupReport& g = report_.group.emplace();
   g.rank = group_.rank();
   g.size = group_.size();
   g.ranks.resize(static_cast<std::size_t>(std::max(g.size, 0)));
 }
 
-Result<std::vector<std::string>> GroupAgreement::exchange(const std::string& mine) {
+Status GroupAgreement::leave(Status why) {
+  group_.leave(clipped(why.message()));
+  return why;
+}
+
+Result<std::vector<nlohmann::json>> GroupAgreement::exchange(nlohmann::json mine, const std::string& step) {
+  mine["group"] = identity_.id;
+  mine["about"] = identity_.about;
+  mine["step"] = step;
+  const std::string sent = mine.dump();
   const auto started = std::chrono::steady_clock::now();
-  auto all = group_.exchange(mine);
+  auto all = group_.exchange(sent);
   report_.group->agreement_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (all && static_cast<int>(all->size()) != group_.size())
+  if (!all) return all.status();
+  if (static_cast<int>(all->size()) != group_.size())
     return Status(StatusCode::io_error, fmt::format("rank group: {} messages from a group of {}", all->size(), group_.size()));
-  return all;
+  const std::size_t me = static_cast<std::size_t>(group_.rank());
+  // Only this rank can see that its own message came back changed; the others would go on with
+  // the copy, so it tells them as it leaves.
+  if ((*all)[me] != sent)
+    return leave(Status(StatusCode::invalid_argument,
+                        fmt::format("rank group: rank {}'s own message ({}) came back changed: another process "
+                                    "overwrote it (anyone who reaches the group's c10d store can write to it); the "
+                                    "group's load is not safe",
+                                    me, step)));
+  std::vector<nlohmann::json> out;
+  out.reserve(all->size());
+  for (std::size_t r = 0; r < all->size(); ++r) {
+    auto j = r == me ? std::move(mine) : nlohmann::json::parse((*all)[r], nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+      return Status(StatusCode::io_error, fmt::format("rank group: rank {} sent an unreadable message", r));
+    const std::string group = text_field(j, "group");
+    if (group != identity_.id)
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("rank group: rank {}'s message belongs to group {} ({}), not this group {}: the ranks "
+                                "load different models, or a process of another group (or of none) wrote it",
+                                r, group.empty() ? "(none)" : clipped(group.substr(0, 6)), clipped(text_field(j, "about")),
+                                identity_.name()));
+    if (text_field(j, "step") != step)
+      return Status(StatusCode::io_error,
+                    fmt::format("rank group: rank {} sent its {} where rank {} sent its {}: the ranks are out of step "
+                                "(a message was overwritten by another process)",
+                                r, clipped(text_field(j, "step")), me, step));
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 Result<bool> GroupAgreement::agree_on_tier(const std::string& tier, const Result<TierAnswer>& answer) {
@@ -71,15 +108,11 @@ Result<bool> GroupAgreement::agree_on_tier(const std::string& tier, const Result
     mine["reason"] = clipped(answer.status().message());
     mine["code"] = static_cast<int>(answer.status().code());
   }
-  auto all = exchange(mine.dump());
+  auto all = exchange(std::move(mine), "answer from the " + tier + " tier");
   if (!all) return all.status().with_context(fmt::format("agreeing on the {} tier", tier));
   std::vector<RankAnswer> round;
-  for (std::size_t r = 0; r < all->size(); ++r) {
-    auto j = nlohmann::json::parse((*all)[r], nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return Status(StatusCode::io_error, fmt::format("rank group: rank {} sent an unreadable message", r));
+  for (const nlohmann::json& j : *all)
     round.push_back({j.value("tier", ""), j.value("outcome", ""), j.value("reason", ""), j.value("code", 0)});
-  }
   rounds_.push_back(round);
   for (std::size_t r = 0; r < round.size(); ++r) {
     std::string& line = report_.group->ranks[r];
@@ -98,6 +131,9 @@ Result<bool> GroupAgreement::agree_on_tier(const std::string& tier, const Result
                     fmt::format("rank {}'s {} tier failed, so the group's load fails on every rank: {}", r, tier,
                                 round[r].reason));
   }
+  // This rank's own answer is the one its tier gave (its copy in `round` was checked to be the one
+  // it sent); the others' are what they say.
+  if (answer->outcome != TierOutcome::served) return false;
   return std::all_of(round.begin(), round.end(), [](const RankAnswer& a) { return a.outcome == "served"; });
 }
 
@@ -157,16 +193,14 @@ Status GroupAgreement::agree_on_outcome(const Status& local, bool damaged_hit, b
     mine["publish"] = to_string(report_.publish->result);
     mine["publish_reason"] = clipped(report_.publish->status.message());
   }
-  auto all = exchange(mine.dump());
+  auto all = exchange(std::move(mine), "outcome of the load");
   if (!all) return all.status().with_context("agreeing on the load's outcome");
   std::map<std::string, std::vector<int>> by_result;
   std::vector<std::string> not_published;
   int failed_rank = -1;
   nlohmann::json failed;
   for (std::size_t r = 0; r < all->size(); ++r) {
-    auto j = nlohmann::json::parse((*all)[r], nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return Status(StatusCode::io_error, fmt::format("rank group: rank {} sent an unreadable message", r));
+    const nlohmann::json& j = (*all)[r];
     retry |= j.value("damaged_hit", false);
     if (!j.value("ok", false) && failed_rank < 0) {
       failed_rank = static_cast<int>(r);

@@ -2,12 +2,21 @@
 // every other rank, so every rank makes the same calls in the same order, on error paths too:
 // the executor calls agree_on_tier once per tier it asks, and agree_on_outcome once at the end
 // unless an agreement on a tier already failed (which fails on every rank alike).
+//
+// What it trusts: a message in the exchange is anyone's who reaches the channel (a c10d store has
+// no authentication), so each carries the load's identity (group_identity.h) and its step, and a
+// message of another load, of another step or of no rank is refused by name. What it never trusts:
+// its own answer read back (a rank decides from the answer its tier gave; a copy that differs was
+// overwritten, and the rank leaves the group saying so).
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "pipeline/group_identity.h"
 #include "snapcache/rank_group.h"
 #include "snapcache/report.h"
 #include "snapcache/tier.h"
@@ -16,11 +25,12 @@ namespace snapcache::pipeline {
 
 class GroupAgreement {
  public:
-  GroupAgreement(RankGroup& group, LoadReport& report);
+  GroupAgreement(RankGroup& group, LoadReport& report, GroupIdentity identity);
 
-  // This rank's answer from `tier`, or its error. True when every rank served, false when some did
-  // not (the group goes on to the next tier); an error when any rank failed (its error, named),
-  // the ranks asked different tiers, or the exchange failed.
+  // This rank's answer from `tier`, or its error. True when every rank served (this one by its own
+  // answer), false when some did not (the group goes on to the next tier); an error when any rank
+  // failed (its error, named), the ranks asked different tiers, a message is another load's or
+  // another step's, this rank's own message came back changed, or the exchange failed.
   Result<bool> agree_on_tier(const std::string& tier, const Result<TierAnswer>& answer);
 
   // Called when no tier served on every rank: the error every rank returns.
@@ -36,6 +46,10 @@ class GroupAgreement {
   // again; that rank quarantines its entry).
   Status agree_on_outcome(const Status& local, bool damaged_hit, bool& retry);
 
+  // This rank leaves the load with `why`, which only it can see, telling the others where the
+  // channel allows (RankGroup::leave). Returns `why`.
+  Status leave(Status why);
+
  private:
   struct RankAnswer {
     std::string tier;
@@ -43,15 +57,15 @@ class GroupAgreement {
     std::string reason;
     int code = 0;  // the StatusCode of an error
   };
-  Result<std::vector<std::string>> exchange(const std::string& mine);
+  // Every rank's message of this step, each checked to be this load's and this step's; this rank's
+  // own is the one it sent (a copy that came back changed is an error, and the rank leaves).
+  Result<std::vector<nlohmann::json>> exchange(nlohmann::json mine, const std::string& step);
   std::string round_text(const std::vector<RankAnswer>& round) const;
 
   RankGroup& group_;
   LoadReport& report_;
+  GroupIdentity identity_;
   std::vector<std::vector<RankAnswer>> rounds_;  // every tier asked, every rank's answer
 };
-
-// "0-2, 4, 6-7"
-std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace snapcache::pipeline

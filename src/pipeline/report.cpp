@@ -1,5 +1,10 @@
 #include "snapcache/report.h"
 
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "distributed/rank_list.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 
@@ -48,22 +53,38 @@ std::string LoadReport::summary() const {
                      reason, checked.empty() ? "" : "; ", checked, noted);
 }
 
-std::string LoadReport::table() const {
-  std::string out = fmt::format("  {:<14} {:>10} {:>12} {:>10}\n", "stage", "ms", "bytes", "GB/s");
+std::vector<std::string> LoadReport::table_lines() const {
+  std::vector<std::string> out = {fmt::format("  {:<14} {:>10} {:>12} {:>10}", "stage", "ms", "bytes", "GB/s")};
   for (const auto& s : stages) {
     double rate = s.seconds > 0 && s.bytes > 0 ? static_cast<double>(s.bytes) / s.seconds / 1e9 : 0.0;
-    out += fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}{}\n", s.stage, s.seconds * 1e3,
-                       s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "",
-                       s.error.empty() ? "" : "  failed: " + s.error);
+    out.push_back(fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}{}", s.stage, s.seconds * 1e3,
+                              s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "",
+                              s.error.empty() ? "" : "  failed: " + s.error));
   }
-  out += fmt::format("  {:<14} {:>10.1f}\n", "total", seconds * 1e3);
-  for (const auto& t : tiers) out += fmt::format("  tier {:<9} {}: {}\n", t.tier, to_string(t.outcome), t.reason);
+  out.push_back(fmt::format("  {:<14} {:>10.1f}", "total", seconds * 1e3));
+  for (const auto& t : tiers) out.push_back(fmt::format("  tier {:<9} {}: {}", t.tier, to_string(t.outcome), t.reason));
   if (group) {
-    out += fmt::format("  group rank {} of {}: took {} ({:.1f} ms agreeing): {}\n", group->rank, group->size, group->tier,
-                       group->agreement_seconds * 1e3, group->decision);
-    for (std::size_t r = 0; r < group->ranks.size(); ++r) out += fmt::format("    rank {}: {}\n", r, group->ranks[r]);
-    if (!group->publication.empty()) out += "  group publication: " + group->publication + "\n";
+    out.push_back(fmt::format("  group rank {} of {}: took {} ({:.1f} ms agreeing): {}", group->rank, group->size,
+                              group->tier, group->agreement_seconds * 1e3, group->decision));
+    // Ranks with the same answers share a line, so a large group's table stays a few lines.
+    std::vector<std::pair<std::string, std::vector<int>>> answers;
+    std::map<std::string, std::size_t> line_of;
+    for (std::size_t r = 0; r < group->ranks.size(); ++r) {
+      auto [it, added] = line_of.try_emplace(group->ranks[r], answers.size());
+      if (added) answers.push_back({group->ranks[r], {}});
+      answers[it->second].second.push_back(static_cast<int>(r));
+    }
+    for (const auto& [answer, ranks] : answers)
+      out.push_back(fmt::format("    {} {}: {}", ranks.size() == 1 ? "rank" : "ranks", distributed::rank_list(ranks),
+                                answer.empty() ? "(no answer)" : answer));
+    if (!group->publication.empty()) out.push_back("  group publication: " + group->publication);
   }
+  return out;
+}
+
+std::string LoadReport::table() const {
+  std::string out;
+  for (const auto& line : table_lines()) out += line + "\n";
   return out;
 }
 

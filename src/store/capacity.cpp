@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "util/fmt.h"
@@ -11,6 +12,7 @@
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 #include "store/layout.h"
+#include "util/clock.h"
 #include "util/file_io.h"
 
 namespace snapcache {
@@ -33,24 +35,37 @@ namespace {
 struct Candidate {
   std::string id;
   std::int64_t last_use;
+  // std::push_heap and pop_heap keep the greatest first: the least recently used is "greatest".
+  bool operator<(const Candidate& other) const { return last_use > other.last_use; }
 };
 
-// Unleased or not, least recently used first; a busy one is skipped when its turn comes.
+// Every entry, least recently used on top of a heap: taking k of n costs O(n + k log n). Leased
+// ones are in it too (their lease is tried when their turn comes).
 Result<std::vector<Candidate>> eviction_order(Store& store) {
-  auto names = store.fs().list_directory(store.config().directory + "/" + kEntriesDir);
+  FileSystem& fs = store.fs();
+  auto names = fs.list_directory(store.config().directory + "/" + kEntriesDir);
   if (!names) return names.status().with_context("list the entries to make room");
+  const std::int64_t now = util::now_unix_ns();
   std::vector<Candidate> candidates;
   for (const auto& e : *names) {
     if (!is_entry_id(e.name)) continue;
-    auto lease = store.fs().stat(store.entry_path(e.name) + "/" + kLeaseFile, Follow::no);
-    candidates.push_back({e.name, lease ? lease->mtime_ns : 0});  // no lease file: damaged, evict first
+    const std::string path = store.entry_path(e.name);
+    auto lease = fs.stat(path + "/" + kLeaseFile, Follow::no);
+    // No lease file: damaged, evict first.
+    candidates.push_back({e.name, lease ? last_use_for_eviction(fs, path, lease->mtime_ns, now, DryRun::no) : 0});
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.last_use < b.last_use; });
+  std::make_heap(candidates.begin(), candidates.end());
   return candidates;
 }
 
 }  // namespace
+
+std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path, std::int64_t lease_mtime_ns,
+                                   std::int64_t now, DryRun dry_run) {
+  // Best effort: it counts as now either way.
+  if (lease_mtime_ns > now && dry_run == DryRun::no) (void)fs.touch(entry_path + "/" + kLeaseFile);
+  return util::no_later_than(lease_mtime_ns, now);
+}
 
 Result<ReservationLock> ReservationLock::take(Store& store) {
   FileSystem& fs = store.fs();
@@ -81,19 +96,26 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
                               origin.empty() ? "the default; set SNAPCACHE_CAPACITY_GIB or capacity in the settings file"
                                              : "set by " + origin));
   }
-  auto candidates = eviction_order(store);
-  if (!candidates) return candidates.status();
-  std::size_t next = 0;
+  // Measured once: while this publication holds the ReservationLock no other one reserves, so the
+  // cache grows by nothing but small stamps meanwhile, and what each eviction frees is subtracted.
+  // (Another process's evictions and gc only make the figure high, which errs on the safe side.)
+  // Free disk is asked again each time: one call.
+  auto used = total_bytes(store);
+  if (!used) return used.status();
+  std::optional<std::vector<Candidate>> candidates;  // listed the first time an eviction is needed
   std::size_t leased = 0;
   for (;;) {
-    auto used = total_bytes(store);
-    if (!used) return used.status();
     auto space = store.fs().space(config.directory);
     if (!space) return space.status();
     bool over_capacity = *used + needed > config.capacity_bytes;
     bool over_disk = space->available_bytes < needed + config.reserve_free_bytes;
     if (!over_capacity && !over_disk) return Status::ok();
-    if (next == candidates->size()) {
+    if (!candidates) {
+      auto order = eviction_order(store);
+      if (!order) return order.status();
+      candidates = std::move(*order);
+    }
+    if (candidates->empty()) {
       std::string leased_note = leased ? fmt::format("; {} leased entries could not be evicted", leased) : "";
       // Room reserved by publications still being written is not evictable either: say so.
       if (auto pending = tree_size(store.fs(), config.directory + "/" + kTmpDir); pending && *pending > 0)
@@ -108,7 +130,9 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
                                 format_size(needed), format_size(space->available_bytes),
                                 format_size(config.reserve_free_bytes), leased_note));
     }
-    const std::string& id = (*candidates)[next++].id;
+    std::pop_heap(candidates->begin(), candidates->end());
+    const std::string id = std::move(candidates->back().id);
+    candidates->pop_back();
     // Its component, while it is there to read: what a command names the entry by when it says
     // what made room.
     auto key = read_manifest_key(store.fs(), store.entry_path(id) + "/" + kManifestFile);
@@ -116,6 +140,7 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
     if (removed) {
       log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", short_id(id), format_size(*removed)));
       evicted.push_back({id, key ? key->component : std::string(), *removed});
+      *used -= std::min(*used, *removed);
     } else if (removed.status().code() == StatusCode::busy) {
       ++leased;
     } else if (removed.status().code() != StatusCode::not_found) {

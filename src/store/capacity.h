@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 
 namespace snapcache::store {
@@ -29,6 +30,13 @@ class ReservationLock {
 
 // Making room takes long only when it deletes much (each eviction removes a whole entry).
 inline constexpr int kReservationWaitSeconds = 60;
+
+// An entry's last use as eviction orders it (`snapcache evict` and making room): its lease's
+// mtime, or `now` for a lease dated in the future (a wrong clock, a copy from a host whose clock
+// was), which is then touched (unless `dry_run`) so that the entry ages from now on like any other
+// instead of outliving them all.
+std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path, std::int64_t lease_mtime_ns,
+                                   std::int64_t now, DryRun dry_run);
 
 // Evicts least-recently-used unleased entries until `needed` more bytes fit under the capacity
 // and the reserve, appending them to `evicted`; no_space with the reason if they cannot, and

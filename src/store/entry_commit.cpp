@@ -11,6 +11,7 @@
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 #include "store/capacity.h"
+#include "store/entry_index.h"
 #include "store/layout.h"
 #include "store/stats.h"
 #include "util/clock.h"
@@ -216,6 +217,7 @@ void EntryCommit::commit(PendingEntry& entry, const Manifest& manifest) {
     // The entry is complete and visible; only its durability across a power cut is in doubt.
     log(LogLevel::warn, "publish: " + synced.to_string());
   }
+  index_entry(store_.config().directory, manifest.key, out_.entry_id);
   finish(PublishResult::published, {});
 }
 

@@ -6,6 +6,7 @@
 #include "util/fmt.h"
 
 #include "snapcache/maintenance.h"
+#include "store/capacity.h"
 #include "store/layout.h"
 #include "util/clock.h"
 
@@ -23,8 +24,6 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
   std::vector<EntryInfo> entries;
   for (auto& info : *listed)
     if (info.state != EntryState::unfinished) entries.push_back(std::move(info));  // gc's business
-  // Least recently used first, so --to-size keeps the entries in use.
-  std::reverse(entries.begin(), entries.end());
 
   const std::set<std::string> wanted(request.ids.begin(), request.ids.end());
   for (const auto& id : wanted) {
@@ -32,12 +31,23 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
     if (!known) out.skipped.emplace_back(id, "no such entry");
   }
   const std::int64_t now = util::now_unix_ns();
+  // A lease dated in the future counts as used now (store/capacity.h): last in this order, and
+  // never "unused for" any time until it has been.
+  for (EntryInfo& e : entries)
+    e.last_use_unix_ns = store::last_use_for_eviction(store.fs(), e.path, e.last_use_unix_ns, now, request.dry_run);
+  // Least recently used first, so --to-size keeps the entries in use.
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns < b.last_use_unix_ns; });
   for (const EntryInfo& e : entries) {
     if (request.to_size && total <= *request.to_size) break;
     bool selected = wanted.empty() ? request.all || request.unused_for_seconds || request.to_size
                                    : wanted.count(e.id) > 0;
-    if (selected && request.unused_for_seconds)
-      selected = now - e.last_use_unix_ns >= *request.unused_for_seconds * 1'000'000'000;
+    if (selected && request.unused_for_seconds) {
+      std::int64_t unused_ns = 0;
+      if (__builtin_mul_overflow(*request.unused_for_seconds, std::int64_t{1'000'000'000}, &unused_ns))
+        unused_ns = util::kLatestUnixNs;
+      selected = util::elapsed_ns(e.last_use_unix_ns, now) >= unused_ns;
+    }
     if (!selected) continue;
     if (request.dry_run == DryRun::yes) {
       // A dry run asks /proc/locks who holds the lease instead of trying the lock.

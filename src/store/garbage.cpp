@@ -2,9 +2,11 @@
 // trash/, and files in the cache directory that belong to no entry.
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "format/manifest.h"
 #include "snapcache/maintenance.h"
+#include "store/entry_index.h"
 #include "store/layout.h"
 #include "util/clock.h"
 #include "util/file_io.h"
@@ -29,6 +31,12 @@ bool is_atomic_leftover(const std::string& name) {
   return false;
 }
 
+std::string kind_of(const FileIdentity& st) {
+  if (st.is_symlink) return "a symbolic link";
+  if (st.is_regular) return "a file";
+  return "a special file (FIFO, socket or device)";
+}
+
 // No lease file, or one nobody can hold (a symlink or FIFO planted there: loads refuse to open it).
 bool no_usable_lease(const Status& st) {
   return st.code() == StatusCode::not_found || st.code() == StatusCode::foreign;
@@ -39,8 +47,11 @@ class Collector {
   Collector(FileSystem& fs, const GarbageOptions& options)
       : fs_(fs), options_(options), now_(util::now_unix_ns()) {}
 
-  // Younger things may be a publication that has not yet locked its lease.
-  bool old_enough(const FileIdentity& st, std::int64_t grace_ns) const { return now_ - st.mtime_ns >= grace_ns; }
+  // Younger things may be a publication that has not yet locked its lease. A date in the future
+  // (a wrong clock) protects nothing (util/clock.h).
+  bool old_enough(const FileIdentity& st, std::int64_t grace_ns) const {
+    return util::older_than(st.mtime_ns, now_, grace_ns);
+  }
   std::int64_t grace_ns() const { return options_.grace_seconds * kNsPerSecond; }
 
   void take(const std::string& path, std::string reason) {
@@ -48,6 +59,13 @@ class Collector {
     if (!bytes) return;  // gone meanwhile, or unreadable: nothing we could reliably remove
     if (options_.dry_run == DryRun::no && !remove_tree(fs_, path)) return;
     items_.push_back({path, std::move(reason), *bytes});
+  }
+
+  // Something where the store keeps a directory of its own making (misses/, an entry removed to
+  // trash/, index/), which is not a directory: no process of the store makes such a thing, so
+  // none is in progress, and the name is the store's, so the thing is not the user's.
+  void junk(const std::string& path, const FileIdentity& st, const std::string& where) {
+    take(path, kind_of(st) + " " + where);
   }
 
   void stray(const std::string& path, const std::string& what) {
@@ -81,18 +99,23 @@ class Collector {
   }
 
   void trash(const std::string& path) {
+    auto st = fs_.stat(path, Follow::no);
+    if (!st) return;
+    if (!st->is_directory) return junk(path, *st, "in trash/, where removed entries are directories");
     // Removed entries wait here until the last process that mapped them lets go.
     auto lease = store::take_lease(fs_, path, LockMode::exclusive);
     if (lease || (no_usable_lease(lease.status()) && fs_.stat(path, Follow::no)))
       take(path, "removed entry, no longer in use");
   }
 
-  // Files inside an entry that its manifest does not name (a torn stamp write, say).
-  void entry_strays(const std::string& path, const std::string& id) {
+  // Files inside an entry that its manifest does not name (a torn stamp write, say); and the
+  // entry's index record, made if it has none (an entry from before the index, a failed write).
+  void entry_strays(const std::string& cache, const std::string& path, const std::string& id) {
     auto bytes = read_file(fs_, path + "/" + store::kManifestFile, format::kMaxManifestBytes, Follow::no);
     if (!bytes) return;  // a damaged entry is `verify`'s business, not gc's
     auto manifest = format::decode_manifest(*bytes);
     if (!manifest) return;
+    if (options_.dry_run == DryRun::no) store::index_entry(cache, manifest->key, id);
     auto names = fs_.list_directory(path);
     if (!names) return;
     for (const auto& e : *names) {
@@ -103,21 +126,83 @@ class Collector {
     }
   }
 
+  // index/ (store/entry_index.h): what is not a record of an entry that is still there goes, and
+  // so do directories left empty (after the grace period: a publication may be about to add
+  // to one). It decides nothing, so a part that cannot be read is left for the next gc.
+  void index(const std::string& cache) {
+    const std::string index = cache + "/" + store::kIndexDir;
+    auto st = fs_.stat(index, Follow::no);
+    if (!st) return;
+    if (!st->is_directory) return junk(index, *st, "where index/ should be a directory");
+    auto components = fs_.list_directory(index);
+    if (!components) return;
+    for (const auto& c : *components) {
+      const std::string component = index + "/" + c.name;
+      if (!index_directory(component, c)) continue;
+      auto buckets = fs_.list_directory(component);
+      if (!buckets) continue;
+      if (buckets->empty()) empty_index_directory(component);
+      for (const auto& b : *buckets) {
+        const std::string bucket = component + "/" + b.name;
+        if (!index_directory(bucket, b)) continue;
+        auto records = fs_.list_directory(bucket);
+        if (!records) continue;
+        if (records->empty()) empty_index_directory(bucket);
+        for (const auto& r : *records) {
+          const std::string record = bucket + "/" + r.name;
+          auto found = fs_.stat(record, Follow::no);
+          if (!found) continue;
+          if (!store::is_entry_id(r.name) || !found->is_regular) {
+            stray(record, " in index/");
+            continue;
+          }
+          auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + r.name, Follow::no);
+          if (!entry && entry.status().code() == StatusCode::not_found)
+            take(record, "index record of an entry that is gone");
+        }
+      }
+    }
+  }
+
   std::vector<GarbageItem> take_items() { return std::move(items_); }
 
  private:
+  // A component's or a checkpoint's directory in index/; anything else there is a stray.
+  bool index_directory(const std::string& path, const DirEntry& e) {
+    if (store::is_index_hash_name(e.name) && e.is_directory) return true;
+    stray(path, " in index/");
+    return false;
+  }
+
+  void empty_index_directory(const std::string& path) {
+    auto st = fs_.stat(path, Follow::no);
+    if (st && old_enough(*st, grace_ns())) take(path, "empty index directory");
+  }
+
   FileSystem& fs_;
   const GarbageOptions& options_;
   std::int64_t now_;
   std::vector<GarbageItem> items_;
 };
 
-// A directory that does not exist (misses/ before the first miss) has nothing to collect; one
-// that cannot be listed is an error, not an empty directory.
-Result<std::vector<DirEntry>> list(FileSystem& fs, const std::string& dir) {
+// What a directory of the cache holds. One that does not exist (misses/ before the first miss)
+// has nothing to collect; one that is not a directory (a file or a link where misses/ should be)
+// is junk itself, never listed or followed; one that cannot be listed is an error, not an empty
+// directory.
+struct Listing {
+  std::vector<DirEntry> names;
+  std::optional<FileIdentity> not_a_directory;
+};
+
+Result<Listing> list(FileSystem& fs, const std::string& dir) {
+  auto st = fs.stat(dir, Follow::no);
+  if (!st && st.status().code() == StatusCode::not_found) return Listing{};
+  if (!st) return st.status();
+  if (!st->is_directory) return Listing{{}, *st};
   auto names = fs.list_directory(dir);
-  if (!names && names.status().code() == StatusCode::not_found) return std::vector<DirEntry>{};
-  return names;
+  if (!names && names.status().code() == StatusCode::not_found) return Listing{};
+  if (!names) return names.status();
+  return Listing{std::move(*names), std::nullopt};
 }
 
 }  // namespace
@@ -126,35 +211,48 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
   FileSystem& fs = store.fs();
   Collector c(fs, options);
   const std::string& dir = store.config().directory;
+  // Every directory is listed before anything is removed: one that cannot be listed fails gc
+  // before it removed anything, so whatever it removes is in what it returns.
   auto tmp = list(fs, dir + "/" + store::kTmpDir);
   if (!tmp) return tmp.status();
-  for (const auto& e : *tmp) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
   auto trash = list(fs, dir + "/" + store::kTrashDir);
   if (!trash) return trash.status();
-  for (const auto& e : *trash) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
+  Result<Listing> entries = Listing{}, misses = Listing{}, top = Listing{};
   if (options.strays) {
-    auto entries = list(fs, dir + "/" + store::kEntriesDir);
+    entries = list(fs, dir + "/" + store::kEntriesDir);
     if (!entries) return entries.status();
-    for (const auto& e : *entries) {
-      const std::string path = store.entry_path(e.name);
-      // A symlink named like an entry is a stray: entry_strays would remove names in its target.
-      // One that cannot be looked at now is left alone: an I/O error must never cost an entry.
-      auto st = fs.stat(path, Follow::no);
-      if (!st) continue;
-      if (store::is_entry_id(e.name) && st->is_directory) c.entry_strays(path, e.name);
-      else c.stray(path, " in entries/");
-    }
-    auto misses = list(fs, dir + "/" + store::kMissesDir);
+    misses = list(fs, dir + "/" + store::kMissesDir);
     if (!misses) return misses.status();
-    for (const auto& e : *misses) {
-      bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
-      if (!key_file) c.stray(dir + "/" + store::kMissesDir + "/" + e.name, " in misses/");
-    }
-    auto top = list(fs, dir);
+    top = list(fs, dir);
     if (!top) return top.status();
-    for (const auto& e : *top)
-      if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
   }
+
+  for (const auto& e : tmp->names) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
+  for (const auto& e : trash->names) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
+  if (!options.strays) return c.take_items();
+  c.index(dir);  // before the entries, which add the records they lack
+  for (const auto& e : entries->names) {
+    const std::string path = store.entry_path(e.name);
+    // A symlink named like an entry is a stray: entry_strays would remove names in its target.
+    // One that cannot be looked at now is left alone: an I/O error must never cost an entry.
+    auto st = fs.stat(path, Follow::no);
+    if (!st) continue;
+    if (store::is_entry_id(e.name) && st->is_directory) c.entry_strays(dir, path, e.name);
+    else c.stray(path, " in entries/");
+  }
+  const std::string misses_dir = dir + "/" + store::kMissesDir;
+  if (misses->not_a_directory) c.junk(misses_dir, *misses->not_a_directory, "where misses/ should be a directory");
+  for (const auto& e : misses->names) {
+    const std::string path = misses_dir + "/" + e.name;
+    bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
+    if (key_file) {
+      auto st = fs.stat(path, Follow::no);
+      key_file = !st || st->is_regular;  // one that went meanwhile is nothing to collect
+    }
+    if (!key_file) c.stray(path, " in misses/");
+  }
+  for (const auto& e : top->names)
+    if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
   return c.take_items();
 }
 

@@ -12,6 +12,8 @@
 //   <dir>/stats.json           hit/miss/publication counters (best effort, see stats.h);
 //                              <dir> itself is flocked (LOCK_EX) while they are replaced
 //   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
+//   <dir>/index/<c>/<k>.<id>   entries by component and checkpoint, for a miss to name the
+//                              nearest (store/entry_index.h)
 #pragma once
 
 #include <cstdint>
@@ -45,9 +47,9 @@ std::string short_id(const std::string& id);
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
 
-// Reads just the key at the front of a manifest: enough to explain a miss or name an evicted
-// entry, without reading (or trusting) the rest. The full manifest is checksummed when the entry
-// is actually loaded.
+// Reads just the key at the front of a manifest (format::decode_manifest_head, then the key's
+// bytes): enough to explain a miss, find an index record or name an evicted entry, without reading
+// (or trusting) the rest. The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path);
 
 // Processes holding flock locks on the file with this identity, from /proc/locks.

@@ -11,6 +11,7 @@
 #include "format/manifest.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
+#include "store/entry_index.h"
 #include "store/layout.h"
 #include "store/ownership.h"
 #include "util/file_io.h"
@@ -208,6 +209,7 @@ std::string Store::entry_path(const std::string& id) const {
 
 namespace store {
 
+// The full manifest is checksummed when the entry is actually loaded.
 Result<Key> read_manifest_key(FileSystem& fs, const std::string& manifest_path) {
   auto fd = open_in_cache(fs, manifest_path, OpenMode::read);
   if (!fd) return fd.status();
@@ -235,19 +237,43 @@ Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store) {
   return keys;
 }
 
+namespace {
+
+// Manifests a miss reads to name the nearest entry: enough for the entries of one checkpoint (a
+// node's ranks, dtypes, torch versions), never the whole cache.
+constexpr std::size_t kNearestCandidates = 16;
+
+}  // namespace
+
 std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store, const Key& key) {
-  // Explaining a miss is best effort: a cache that cannot be listed has nothing to compare with.
-  auto keys = entry_keys(store);
-  if (!keys) return std::nullopt;
+  const std::string& dir = store.config().directory;
+  // The index chooses which manifests to read (store/entry_index.h); their keys decide.
+  std::vector<std::string> ids = store::index_candidates(dir, key, kNearestCandidates);
+  if (ids.empty()) {
+    // No index, or nothing in it (a cache from before it, until gc makes its records): the first
+    // entries listed. Explaining a miss is best effort: a cache that cannot be listed has nothing
+    // to compare with.
+    if (auto names = store.fs().list_directory(dir + "/" + store::kEntriesDir)) {
+      for (const auto& e : *names) {
+        if (ids.size() >= kNearestCandidates) break;
+        if (store::is_entry_id(e.name) && std::find(ids.begin(), ids.end(), e.name) == ids.end())
+          ids.push_back(e.name);
+      }
+    }
+  }
   // Same component first: a miss for "dit" is best explained by the other "dit" entry.
   auto score = [&](const std::vector<KeyDifference>& diffs, const Key& other) {
     return diffs.size() + (other.component == key.component ? 0 : 100);
   };
   std::optional<std::pair<std::string, std::vector<KeyDifference>>> best;
   std::size_t best_score = 0;
-  for (auto& [id, k] : *keys) {
-    auto diffs = diff_keys(key, k);
-    const std::size_t candidate_score = score(diffs, k);
+  for (const std::string& id : ids) {
+    // An unreadable entry has no key to compare with (one the index names may be gone); loads
+    // and verify report damage.
+    auto k = store::read_manifest_key(store.fs(), store.entry_path(id) + "/" + store::kManifestFile);
+    if (!k) continue;
+    auto diffs = diff_keys(key, *k);
+    const std::size_t candidate_score = score(diffs, *k);
     if (!best || candidate_score < best_score) {
       best = std::make_pair(id, std::move(diffs));
       best_score = candidate_score;

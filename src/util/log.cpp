@@ -1,4 +1,5 @@
 #include "snapcache/log.h"
+#include "snapcache/printable.h"
 
 #include <condition_variable>
 #include <cstdio>
@@ -97,9 +98,11 @@ void log(LogLevel level, std::string_view message) {
     (*sink)(level, message);
     return;
   }
-  std::string line = std::string("snapcache[") + level_name(level) + "] ";
-  line.append(message);
-  line.push_back('\n');
+  log_to_stderr(level, message);
+}
+
+void log_to_stderr(LogLevel level, std::string_view message) {
+  const std::string line = std::string("snapcache[") + level_name(level) + "] " + printable(message) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "snapcache/file_system.h"
+#include "util/clock.h"
 
 namespace snapcache {
 
@@ -53,8 +54,9 @@ FileIdentity identity_of(const struct stat& st) {
   id.device = static_cast<std::uint64_t>(st.st_dev);
   id.inode = static_cast<std::uint64_t>(st.st_ino);
   id.size = static_cast<std::uint64_t>(st.st_size);
-  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  id.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  // Saturated, never wrapped: a file dated after 2262 reads as the latest time, not as 1861.
+  id.mtime_ns = util::unix_ns_from(st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  id.ctime_ns = util::unix_ns_from(st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
   id.is_directory = S_ISDIR(st.st_mode);
   id.is_symlink = S_ISLNK(st.st_mode);
   id.is_regular = S_ISREG(st.st_mode);

@@ -128,6 +128,7 @@ Result<std::int64_t> parse_age_seconds(std::string_view text) {
 
 std::string format_age(std::int64_t seconds) {
   if (seconds < 0) seconds = 0;
+  if (seconds >= 365 * 86400) return fmt::format("{}y", seconds / (365 * 86400));
   if (seconds >= 86400) return fmt::format("{}d", seconds / 86400);
   if (seconds >= 3600) return fmt::format("{}h", seconds / 3600);
   if (seconds >= 60) return fmt::format("{}m", seconds / 60);
@@ -146,7 +147,14 @@ std::string format_duration(double seconds) {
 std::string format_dims(std::span<const std::int64_t> dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
 
 std::string format_age_since(std::int64_t unix_ns) {
-  return format_age((util::now_unix_ns() - unix_ns) / 1'000'000'000);
+  return format_age(util::elapsed_ns(unix_ns, util::now_unix_ns()) / 1'000'000'000);
+}
+
+std::string format_time_from_now(std::int64_t unix_ns) {
+  if (unix_ns == util::kLatestUnixNs) return "in the future";  // saturated: after 2262
+  const std::int64_t now = util::now_unix_ns();
+  if (unix_ns > now) return "in " + format_age(util::elapsed_ns(now, unix_ns) / 1'000'000'000);
+  return format_age(util::elapsed_ns(unix_ns, now) / 1'000'000'000) + " ago";
 }
 
 std::string format_hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }

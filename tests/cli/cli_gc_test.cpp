@@ -3,7 +3,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <map>
 #include <set>
+#include <utility>
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
@@ -106,4 +108,63 @@ TEST_CASE("cli gc leaves a publication in progress alone and removes what no one
   CHECK(run_cli(with_dir(cache, {"gc", "--grace", "0"})).exit_code == 0);
   CHECK_FALSE(path_exists(starting));
   ::close(lease);
+}
+
+TEST_CASE("cli gc reports every removal, and a file where the cache keeps a directory is junk, not an error",
+          "[cli][gc]") {
+  Cache cache;
+  const std::string id = cache.publish(22);
+  const std::string dead = make_unfinished(cache, std::string(32, 'b') + ".104-0-dead");
+  set_age(dead, 2 * 3600);
+  // misses/ as a regular file, and a file in trash/ where a removed entry's directory would be.
+  const std::string misses = cache.path() + "/misses";
+  write_bytes(misses, "not a directory");
+  const std::string in_trash = cache.path() + "/trash/" + std::string(32, 'c') + ".105-0-x";
+  write_bytes(in_trash, std::string(300, 'y'));
+
+  auto dry = run_cli(with_dir(cache, {"gc", "--dry-run"}));
+  INFO(dry.out << dry.err);
+  CHECK(dry.exit_code == 0);
+  CHECK(path_exists(dead));
+
+  auto run = run_cli(with_dir(cache, {"gc", "--json"}));
+  INFO(run.out << run.err);
+  // It was exit 5 ("not a directory") after removing the dead writer's leftover without a word.
+  REQUIRE(run.exit_code == 0);
+  std::map<std::string, std::pair<std::string, std::uint64_t>> removed;
+  const auto j = run.json();
+  for (const auto& item : j["removed"])
+    removed[item["path"].get<std::string>()] = {item["reason"].get<std::string>(), item["bytes"].get<std::uint64_t>()};
+  REQUIRE(removed.size() == 3);
+  CHECK(removed[dead].first == "unfinished publication, its writer is gone");
+  CHECK(removed[dead].second >= 5000);
+  CHECK(removed[misses] == std::make_pair(std::string("a file where misses/ should be a directory"), std::uint64_t{15}));
+  CHECK(removed[in_trash] ==
+        std::make_pair(std::string("a file in trash/, where removed entries are directories"), std::uint64_t{300}));
+  CHECK_FALSE(path_exists(dead));
+  CHECK_FALSE(path_exists(misses));
+  CHECK_FALSE(path_exists(in_trash));
+  // The next miss makes misses/ again; the entry is untouched.
+  CHECK(cache.store->lookup(store_key(23)).result == LookupResult::miss);
+  CHECK(path_exists(misses + "/" + key_id(store_key(23)) + ".key"));
+  CHECK(cache.store->lookup(store_key(22)).result == LookupResult::hit);
+}
+
+TEST_CASE("cli gc removes a misses/ that is a link itself and never what it points to", "[cli][gc][hostile]") {
+  Cache cache;
+  cache.publish(24);
+  TempDir outside;
+  write_bytes(outside / "notes.txt", "someone's file");
+  set_age(outside / "notes.txt", 2 * 86400);
+  const std::string misses = cache.path() + "/misses";
+  REQUIRE(::symlink(outside.path().c_str(), misses.c_str()) == 0);
+
+  auto run = run_cli(with_dir(cache, {"gc"}));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(contains(run.out, "removed  " + misses));
+  CHECK(contains(run.out, "a symbolic link where misses/ should be a directory"));
+  CHECK(contains(run.out, "removed 1 item"));
+  CHECK(read_bytes(outside / "notes.txt") == "someone's file");  // gc listed the link and removed it
+  CHECK_FALSE(path_exists(misses));
 }

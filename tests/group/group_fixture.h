@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -48,11 +49,38 @@ inline std::string free_port() {
 
 struct RankResult {
   std::map<std::string, std::string> values;  // "path" -> "hit", ...
+  std::vector<std::string> lines;             // every line it printed
   int exit_code = -1;
+  double seconds = 0;  // from its start to its exit
   const std::string& operator[](const std::string& key) const {
     static const std::string none;
     auto it = values.find(key);
     return it == values.end() ? none : it->second;
+  }
+};
+
+// Reads what a helper prints ("key value" lines) until it exits.
+inline RankResult collect(ChildProcess& child, std::chrono::steady_clock::time_point started) {
+  RankResult result;
+  while (child.wait_for_line("")) {
+    const std::string& line = child.last_line();
+    result.lines.push_back(line);
+    const auto space = line.find(' ');
+    result.values[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
+  }
+  result.exit_code = child.wait();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+// The ranks of one group load, started and not yet collected.
+struct Started {
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  std::vector<RankResult> collect() {
+    std::vector<RankResult> results;
+    for (auto& child : children) results.push_back(test::collect(*child, at));
+    return results;
   }
 };
 
@@ -62,38 +90,34 @@ struct GroupFixture {
   TempDir dir;
   std::string checkpoint = dir / "model.safetensors";
   std::string cache = dir / "cache";
-  explicit GroupFixture(int rank_count, std::vector<std::string> common_args = {})
+  explicit GroupFixture(int rank_count, std::vector<std::string> common_args = {}, std::uint32_t seed = 1)
       : ranks(rank_count), common(std::move(common_args)) {
     demo::DitConfig full;
     full.hidden = 256;
     full.layers = 2;
     full.heads = 8;
     full.tokens = 8;
+    full.seed = seed;
     REQUIRE(demo::write_checkpoint(full, checkpoint).is_ok());
   }
 
-  // Runs one group load on every rank at once; `extra[r]` are rank r's own arguments.
-  std::vector<RankResult> run(std::map<int, std::vector<std::string>> extra = {}, int timeout_ms = 60000) {
-    const std::string port = free_port();
-    std::vector<std::unique_ptr<ChildProcess>> children;
+  // Starts one group load on every rank at once on `port`; `extra[r]` are rank r's own arguments.
+  Started start(const std::string& port, std::map<int, std::vector<std::string>> extra = {}, int timeout_ms = 60000) {
+    Started started;
     for (int r = 0; r < ranks; ++r) {
       std::vector<std::string> args = {"--checkpoint", checkpoint, "--cache", cache, "--rank", std::to_string(r),
                                        "--world", std::to_string(ranks), "--port", port, "--timeout-ms",
                                        std::to_string(timeout_ms)};
       for (const auto& a : common) args.push_back(a);
       for (const auto& a : extra[r]) args.push_back(a);
-      children.push_back(std::make_unique<ChildProcess>(SNAPCACHE_RANK_HELPER, args));
+      started.children.push_back(std::make_unique<ChildProcess>(SNAPCACHE_RANK_HELPER, args));
     }
-    std::vector<RankResult> results(ranks);
-    for (int r = 0; r < ranks; ++r) {
-      while (children[r]->wait_for_line("")) {
-        const std::string& line = children[r]->last_line();
-        const auto space = line.find(' ');
-        results[r].values[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
-      }
-      results[r].exit_code = children[r]->wait();
-    }
-    return results;
+    return started;
+  }
+
+  // Runs one group load on every rank at once, on a port of its own.
+  std::vector<RankResult> run(std::map<int, std::vector<std::string>> extra = {}, int timeout_ms = 60000) {
+    return start(free_port(), std::move(extra), timeout_ms).collect();
   }
 
   std::shared_ptr<Store> store() const {

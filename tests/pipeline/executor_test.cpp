@@ -2,14 +2,18 @@
 // tier that serves prepared device tensors, the uploader seam and what it is told about the host
 // storages, stages that fail, and exceptions from every hook becoming a Status.
 #include <ATen/Functions.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 
 #include "demo_fixture.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/printable.h"
 
 using namespace snapcache;
 
@@ -324,4 +328,91 @@ TEST_CASE("a load whose tiers all pass says what each answered", "[executor]") {
   REQUIRE_FALSE(loaded.is_ok());
   CHECK(loaded.status().code() == StatusCode::not_found);
   CHECK(loaded.status().message() == "no tier served the weights: snapshot skipped: no cache store is configured");
+}
+
+TEST_CASE("the plan's interrupt check stops a load at each stage boundary, before anything is kept", "[executor]") {
+  test::DemoFixture f;
+  // Asked on a cold load with a cache: before the snapshot tier (after the key), before the
+  // ordinary tier, after it served (before post-load), before the upload, before the refresh hooks.
+  const std::vector<std::string> boundaries = {"the snapshot tier", "the ordinary tier", "post-load", "the upload",
+                                               "the refresh hooks"};
+  for (std::size_t stop = 0; stop <= boundaries.size(); ++stop) {
+    INFO("stopped at boundary " << stop);
+    test::TempDir dir;
+    auto store = *Store::open(test::test_config(dir / "cache"));
+    LoadPlan plan = f.plan();
+    auto loads = std::make_shared<int>(0);
+    plan.ordinary_loader = [loads, inner = plan.ordinary_loader](const LoadPlan& p) {
+      ++*loads;
+      return inner(p);
+    };
+    std::size_t asked = 0;
+    plan.interrupt_check = [&]() -> Status {
+      return ++asked == stop + 1 ? Status(StatusCode::exception, "KeyboardInterrupt") : Status::ok();
+    };
+    auto loaded = load_model(store.get(), plan);
+    wait_for_publications();
+    auto entries = list_entries(*store);
+    REQUIRE(entries.is_ok());
+    if (stop == boundaries.size()) {  // never interrupted: asked at every boundary
+      REQUIRE(loaded.is_ok());
+      CHECK(asked == boundaries.size());
+      CHECK(entries->size() == 1);
+      continue;
+    }
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK(loaded.status().code() == StatusCode::exception);
+    CHECK(loaded.status().message() == "interrupted before " + boundaries[stop] + ": KeyboardInterrupt");
+    CHECK(asked == stop + 1);  // nothing asked after it stopped
+    CHECK(*loads == (stop >= 2 ? 1 : 0));
+    // Stopped before the snapshot tier kept the loader's result: nothing published, nothing left
+    // half-written; stopped later, the publication already started completes.
+    CHECK(entries->size() == (stop >= 3 ? 1u : 0u));
+    CHECK(test::count_entries(dir / "cache/tmp") == 0);
+  }
+}
+
+TEST_CASE("the default log sink prints a failed load's lines one by one, escaped", "[executor][log]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  // A reason that carries an escape sequence and a line that would pass for the library's own.
+  const std::string reason = "bad \x1b]0;owned\x07 file\nsnapcache[info] load dit (tp 1/2, pp 0/1): hit in 0.01 s";
+  plan.ordinary_loader = [reason](const LoadPlan&) -> Result<NamedTensors> {
+    return Status(StatusCode::invalid_argument, reason);
+  };
+  const std::string file = f.dir / "stderr";
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  REQUIRE(saved >= 0);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::dup2(fd, STDERR_FILENO) == STDERR_FILENO);
+  ::close(fd);
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::info);
+  auto loaded = load_model(store.get(), plan);
+  set_log_level(before);
+  std::fflush(stderr);
+  REQUIRE(::dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+  ::close(saved);
+  REQUIRE_FALSE(loaded.is_ok());
+  const std::string text = test::read_bytes(file);
+  INFO(printable(text));
+  std::size_t lines = 0, forged = 0, stages = 0;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = text.find('\n', start);
+    REQUIRE(end != std::string::npos);
+    const std::string line = text.substr(start, end - start);
+    ++lines;
+    CHECK(line.starts_with("snapcache[warn] "));
+    CHECK(line.find('\x1b') == std::string::npos);
+    forged += line.starts_with("snapcache[info]") ? 1 : 0;
+    stages += line.starts_with("snapcache[warn]   ordinary load") ? 1 : 0;
+    start = end + 1;
+  }
+  CHECK(forged == 0);
+  CHECK(stages == 1);  // the failed stage's own line, the reason inside it escaped
+  CHECK(text.find("bad \\x1b]0;owned\\x07 file\\nsnapcache[info] load dit") != std::string::npos);
+  CHECK(lines >= 4);  // the failure, the table's header, its stages and total
 }

@@ -23,6 +23,8 @@
 //   store_helper ipc-serve DIR NAME [UID] listen at DIR/NAME (as UID, when given); print "listening",
 //                                        then send every message back with its descriptors, one
 //                                        connection at a time, until killed
+//   store_helper ipc-answer DIR NAME BODY listen at DIR/NAME as ipc-serve does, but answer every
+//                                        message with BODY (a peer that says what it likes)
 //   store_helper ipc-connect PATH [UID]  connect to the socket PATH (as UID, when given); print
 //                                        "result <status code> <message>"; exit 0 when connected
 #include <grp.h>
@@ -179,7 +181,8 @@ bool become_user(const char* uid_text) {
   return ::setgroups(0, nullptr) == 0 && ::setgid(static_cast<gid_t>(id)) == 0 && ::setuid(id) == 0;
 }
 
-int ipc_serve(const std::string& dir, const std::string& name) {
+// Sends every message back, or `answer` when one is given.
+int ipc_serve(const std::string& dir, const std::string& name, const char* answer = nullptr) {
   auto listener = ipc::Listener::listen_at(dir, name);
   if (!listener) {
     std::printf("error %s\n", listener.status().to_string().c_str());
@@ -197,7 +200,8 @@ int ipc_serve(const std::string& dir, const std::string& name) {
       if (!message) break;
       std::vector<int> fds;
       for (const auto& fd : message->fds) fds.push_back(fd.get());
-      if (!connection->send(message->body, fds)) break;
+      if (answer != nullptr) fds.clear();
+      if (!connection->send(answer != nullptr ? std::string(answer) : message->body, fds)) break;
     }
   }
 }
@@ -211,6 +215,7 @@ int ipc_connect(const std::string& path) {
 // The ipc commands, or -1 for none of them.
 int ipc_command(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "ipc-answer" && argc == 5) return ipc_serve(argv[2], argv[3], argv[4]);
   const int uid_arg = cmd == "ipc-serve" ? 4 : 3;
   if ((cmd != "ipc-serve" && cmd != "ipc-connect") || argc < uid_arg) return -1;
   if (argc > uid_arg && !become_user(argv[uid_arg])) {

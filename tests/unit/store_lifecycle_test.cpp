@@ -9,6 +9,7 @@
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
 #include "util/fault_injection.h"
+#include "util/file_io.h"
 
 using namespace snapcache;
 
@@ -283,4 +284,28 @@ TEST_CASE("garbage collection reports a directory it cannot list instead of find
   REQUIRE_FALSE(collected.is_ok());
   CHECK(collected.status().code() == StatusCode::permission_denied);
   CHECK(collected.status().message().find("trash") != std::string::npos);
+}
+
+TEST_CASE("garbage collection that cannot list a directory has removed nothing it does not report", "[store][gc]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  // A dead writer's leftover: its lease marked as taken, and nobody holds it.
+  const std::string dead = dir.path() + "/tmp/" + std::string(32, 'd') + ".1-0-dead";
+  REQUIRE(make_directories(*posix_file_system(), dead).is_ok());
+  test::write_bytes(dead + "/lease", "L");
+  test::set_age(dead, 2 * 3600);
+  REQUIRE(make_directories(*posix_file_system(), dir.path() + "/misses").is_ok());
+  fs->inject({FsOp::list_directory, EACCES, 0, -1, false, "/misses"});
+  auto collected = collect_garbage(*store, {});
+  CHECK(fs->faults_fired() >= 1);
+  REQUIRE_FALSE(collected.is_ok());
+  CHECK(collected.status().message().find("misses") != std::string::npos);
+  CHECK(test::path_exists(dead));  // it was removed, and the failure was all that was said
+  fs->clear_faults();
+  collected = collect_garbage(*store, {});
+  REQUIRE(collected.is_ok());
+  REQUIRE(collected->size() == 1);
+  CHECK((*collected)[0].path == dead);
+  CHECK_FALSE(test::path_exists(dead));
 }

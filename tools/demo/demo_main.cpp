@@ -29,6 +29,7 @@
 #include "snapcache/donor.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/rank_group.h"
+#include "snapcache/printable.h"
 #include "snapcache/text.h"
 
 extern char** environ;
@@ -56,7 +57,7 @@ struct Run {
 };
 
 int fail(const std::string& what) {
-  fmt::print(stderr, "snapcache-demo: {}\n", what);
+  fmt::print(stderr, "snapcache-demo: {}\n", printable(what));
   return 1;
 }
 
@@ -69,9 +70,12 @@ Result<Run> load_and_run(Store* store, const LoadPlan& plan, const demo::DitConf
   return run;
 }
 
+// Reasons and stage errors may carry names from the cache or a donor's words: printed escaped.
 void print_load(const std::string& title, const LoadReport& report) {
-  fmt::print("{}: {} in {} — {}\n{}\n", title, to_string(report.path), format_duration(report.seconds),
-             report.reason, report.table());
+  fmt::print("{}: {} in {} — {}\n", title, to_string(report.path), format_duration(report.seconds),
+             printable(report.reason));
+  for (const auto& line : report.table_lines()) fmt::print("{}\n", printable(line));
+  fmt::print("\n");
 }
 
 // The same program as a new process, as a restarted server: same options, plus the fingerprint it
@@ -133,13 +137,13 @@ int serve_as_donor(Store* store, const LoadPlan& plan, const demo::DitConfig& di
   running_donor = donor->get();
   std::signal(SIGINT, stop_donor);
   std::signal(SIGTERM, stop_donor);
-  fmt::print("donor: serving {} ({}) at {}; fingerprint {}. SIGINT or SIGTERM stops it.\n", plan.component,
-             format_size((*donor)->bytes()), (*donor)->socket_path(), loaded->fingerprint);
+  fmt::print("donor: serving {} ({}) at {}; fingerprint {}. SIGINT or SIGTERM stops it.\n", printable(plan.component),
+             format_size((*donor)->bytes()), printable((*donor)->socket_path()), loaded->fingerprint);
   std::fflush(stdout);
   auto shutdown = (*donor)->run();
   running_donor = nullptr;
   if (!shutdown) return fail("donor: " + shutdown.status().to_string());
-  fmt::print("donor: {}\n", shutdown->summary());
+  fmt::print("donor: {}\n", printable(shutdown->summary()));
   return shutdown->changed.empty() ? 0 : 5;
 }
 
@@ -258,14 +262,14 @@ int main(int argc, char** argv) {
         auto removed = remove_entry(*store, key_id(*key));
         if (!removed && removed.status().code() != StatusCode::not_found)  // say so, and load anyway
           fmt::print("--fresh: the entry could not be dropped ({}); the first load may be warm\n\n",
-                     removed.status().to_string());
+                     printable(removed.status().to_string()));
       }
     const std::string cache = !store->unavailable_reason().empty() ? "unavailable, loading without it: " +
                                                                          store->unavailable_reason()
                               : store->config().enabled() ? store->config().directory
                                                           : "disabled";
-    fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", checkpoint, o.tp_rank, o.tp_size, device.str(),
-               cache);
+    fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", printable(checkpoint), o.tp_rank, o.tp_size,
+               device.str(), printable(cache));
     std::fflush(stdout);  // keep the library's log lines (stderr) in order with ours
     auto reference = load_and_run(nullptr, plan, dit);  // the ordinary path, no cache involved
     if (!reference) return fail("load without the cache failed: " + reference.status().to_string());
@@ -285,8 +289,8 @@ int main(int argc, char** argv) {
       fmt::print("background publication: {}{}{}\n\n", to_string(p.result),
                  p.result == PublishResult::published
                      ? fmt::format(" ({} in {})", format_size(p.bytes), format_duration(p.seconds))
-                     : ": " + p.status.to_string(),
-                 evicted.empty() ? "" : "; " + evicted);
+                     : ": " + printable(p.status.to_string()),
+                 evicted.empty() ? "" : "; " + printable(evicted));
     }
     fmt::print("restarting as a new process...\n\n");
     return start_restarted_process(argc, argv, first->fingerprint, reference->model.report.seconds);

@@ -86,9 +86,10 @@ std::string resolve_entry(Store& store, const std::string& text) {
     if (e.id.starts_with(text)) matches.push_back(std::move(e));
   if (matches.empty()) throw CliError(kNotFound, fmt::format("no entry matches '{}'", text));
   if (matches.size() > 1) {
-    std::string list;
-    for (const auto& e : matches) list += fmt::format("\n  {}  {}", e.id, describe_entry(e));
-    throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} entries:{}", text, matches.size(), list));
+    std::vector<std::string> list;
+    for (const auto& e : matches) list.push_back(fmt::format("{}  {}", e.id, describe_entry(e)));
+    throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} entries:", text, matches.size()),
+                   std::move(list));
   }
   return matches.front().id;
 }

@@ -24,14 +24,19 @@ enum ExitCode : int {
   kFailure = 5,   // configuration invalid, or the cache could not be read or written
 };
 
-// An error a person can act on, and the exit code it ends the command with.
+// An error a person can act on, and the exit code it ends the command with. The message is one
+// line; `details` are lines printed under it (the candidates of an ambiguous prefix). Both are
+// printed escaped: they quote names and what the user typed.
 class CliError : public std::runtime_error {
  public:
-  CliError(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  CliError(ExitCode code, const std::string& message, std::vector<std::string> details = {})
+      : std::runtime_error(message), code_(code), details_(std::move(details)) {}
   ExitCode code() const { return code_; }
+  const std::vector<std::string>& details() const { return details_; }
 
  private:
   ExitCode code_;
+  std::vector<std::string> details_;
 };
 
 struct GlobalOptions {

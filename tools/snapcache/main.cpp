@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "output.h"
 #include "commands/commands.h"
 #include "snapcache/log.h"
 #include "snapcache/snapshot.h"
@@ -51,15 +52,16 @@ int main(int argc, char** argv) {
   try {
     for (const Command& c : commands)
       if (c.app->parsed()) return c.run(ctx);
-    std::fputs(app.help().c_str(), stdout);
+    print_own_text(app.help());
     return kOk;
   } catch (const CliError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "snapcache: {}\n", e.what());
+    say_to(stderr, "snapcache: {}\n", e.what());
+    for (const auto& line : e.details()) say_to(stderr, "  {}\n", line);
     return e.code();
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "snapcache: unexpected error: {}\n", e.what());
+    say_to(stderr, "snapcache: unexpected error: {}\n", e.what());
     return kFailure;
   }
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 #include "snapcache/text.h"
@@ -20,7 +21,10 @@ void Table::right_align(std::size_t column) {
   right_[column] = true;
 }
 
-void Table::add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+void Table::add(std::vector<std::string> row) {
+  for (auto& cell : row) cell = printable(cell);
+  rows_.push_back(std::move(row));
+}
 
 std::string Table::render() const {
   std::vector<std::vector<std::string>> all;
@@ -52,6 +56,8 @@ void Table::print() const { std::fputs(render().c_str(), stdout); }
 
 std::string when(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
+  // A saturated time: the file's real date is later than any that 64-bit nanoseconds hold.
+  if (unix_ns == std::numeric_limits<std::int64_t>::max()) return "after 2262-04-11";
   std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
   std::tm tm{};
   ::localtime_r(&t, &tm);
@@ -62,17 +68,19 @@ std::string when(std::int64_t unix_ns) {
 
 std::string ago(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
-  return format_age_since(unix_ns) + " ago";
+  return format_time_from_now(unix_ns);
 }
 
 std::string size(std::uint64_t bytes) { return format_size(bytes); }
 
-void print_json(const json& value) {
+void print_json(const json& value, std::FILE* file) {
   // Paths need not be UTF-8; replacing bad bytes beats failing to print.
-  std::string text = value.dump(2, ' ', false, json::error_handler_t::replace);
+  std::string text = value.dump(2, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
   text += '\n';
-  std::fputs(text.c_str(), stdout);
+  std::fputs(text.c_str(), file);
 }
+
+void print_own_text(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 std::string process_name(int pid) {
   std::ifstream in(fmt::format("/proc/{}/comm", pid));

@@ -20,7 +20,7 @@ bool ProgressBar::wanted() { return is_terminal(STDOUT_FILENO) && is_terminal(ST
 void ProgressBar::set_label(const std::string& label) {
   if (!enabled_) return;
   std::lock_guard lock(mu_);
-  label_ = label;
+  label_ = printable(label);
 }
 
 void ProgressBar::add(std::uint64_t bytes) {

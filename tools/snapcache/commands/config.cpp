@@ -52,7 +52,7 @@ int run(Context& ctx) {
   t.print();
   std::string file = c.config_file;
   if (file.empty()) file = default_file.empty() ? "none" : fmt::format("none ({} does not exist)", default_file);
-  fmt::print("settings file: {}\n", file);
+  say("settings file: {}\n", file);
   return kOk;
 }
 

@@ -49,7 +49,7 @@ int run(Context& ctx, const Options& o) {
     return kOk;
   }
   if (donors->empty()) {
-    fmt::print("no donors{}\n", o.socket_dir.empty() ? "" : " in " + o.socket_dir);
+    say("no donors{}\n", o.socket_dir.empty() ? "" : " in " + o.socket_dir);
     return kOk;
   }
   Table t({"GPU", "PID", "COMPONENT", "TP", "SIZE", "CONSUMERS", "FINGERPRINT", "KEY"});

@@ -75,17 +75,17 @@ int run(Context& ctx, const Options& o) {
                  it != known.end() ? "last used " + ago(it->second.last_use_unix_ns) : ""});
     }
     table.print();
-    for (const auto& [id, why] : out.skipped) fmt::print("skipped  {}  {}\n", id.substr(0, 12), why);
-    for (const auto& [id, why] : out.failed) fmt::print("FAILED   {}  {}\n", id.substr(0, 12), why.message());
-    fmt::print("{} {} ({}); the cache {} {} (was {})\n", o.dry_run ? "would free" : "freed", size(out.bytes_freed),
-               fmt::format("{} {}", out.evicted.size(), out.evicted.size() == 1 ? "entry" : "entries"),
-               o.dry_run ? "would hold" : "holds", size(out.bytes_after), size(out.bytes_before));
+    for (const auto& [id, why] : out.skipped) say("skipped  {}  {}\n", id.substr(0, 12), why);
+    for (const auto& [id, why] : out.failed) say("FAILED   {}  {}\n", id.substr(0, 12), why.message());
+    say("{} {} ({}); the cache {} {} (was {})\n", o.dry_run ? "would free" : "freed", size(out.bytes_freed),
+        fmt::format("{} {}", out.evicted.size(), out.evicted.size() == 1 ? "entry" : "entries"),
+        o.dry_run ? "would hold" : "holds", size(out.bytes_after), size(out.bytes_before));
     if (!out.skipped.empty())
-      fmt::print("{} {} skipped: entries in use are never evicted\n", out.skipped.size(),
-                 out.skipped.size() == 1 ? "entry was" : "entries were");
+      say("{} {} skipped: entries in use are never evicted\n", out.skipped.size(),
+          out.skipped.size() == 1 ? "entry was" : "entries were");
     if (!out.failed.empty())
-      fmt::print("{} {} not be removed: the cache could not be written\n", out.failed.size(),
-                 out.failed.size() == 1 ? "entry could" : "entries could");
+      say("{} {} not be removed: the cache could not be written\n", out.failed.size(),
+          out.failed.size() == 1 ? "entry could" : "entries could");
   }
   // A cache that could not be written is a failure, whatever else was in use.
   if (!out.failed.empty()) return kFailure;

@@ -68,7 +68,7 @@ int run(Context& ctx, const Options& o) {
   std::optional<OutputFile> file;
   if (!to_stdout) file.emplace(o.output);
   // With the archive on stdout, what we say goes to stderr.
-  std::FILE* say = to_stdout ? stderr : stdout;
+  std::FILE* out = to_stdout ? stderr : stdout;
   json entries = json::array();
   auto on_entry = [&](const ExportedEntry& e) {
     if (ctx.options.json) {
@@ -76,8 +76,8 @@ int run(Context& ctx, const Options& o) {
                          {"reason", e.status ? "" : e.status.message()}, {"bytes", e.bytes}});
       return;
     }
-    if (e.status) fmt::print(say, "exported {}  {}  {}\n", e.id.substr(0, 12), e.component, size(e.bytes));
-    else fmt::print(say, "skipped  {}  {}\n", e.id.substr(0, 12), e.status.message());
+    if (e.status) say_to(out, "exported {}  {}  {}\n", e.id.substr(0, 12), e.component, size(e.bytes));
+    else say_to(out, "skipped  {}  {}\n", e.id.substr(0, 12), e.status.message());
   };
   ExportOptions options;
   options.level = o.level;
@@ -87,13 +87,17 @@ int run(Context& ctx, const Options& o) {
   if (file) file->commit();
   const double ratio = summary->archive_bytes ? static_cast<double>(summary->data_bytes) / static_cast<double>(summary->archive_bytes) : 0;
   if (ctx.options.json) {
-    fmt::print(say, "{}\n", json({{"entries", entries}, {"output", o.output}, {"data_bytes", summary->data_bytes},
-                                  {"archive_bytes", summary->archive_bytes}, {"ratio", ratio},
-                                  {"seconds", summary->seconds}}).dump(2));
+    print_json({{"entries", entries},
+                {"output", o.output},
+                {"data_bytes", summary->data_bytes},
+                {"archive_bytes", summary->archive_bytes},
+                {"ratio", ratio},
+                {"seconds", summary->seconds}},
+               out);
   } else {
-    fmt::print(say, "{} of {} into {} ({:.2f}x) in {:.2f} s\n", summary->entries.size() == 1 ? "1 entry" :
-               fmt::format("{} entries", summary->entries.size()), size(summary->data_bytes), size(summary->archive_bytes),
-               ratio, summary->seconds);
+    say_to(out, "{} of {} into {} ({:.2f}x) in {:.2f} s\n", summary->entries.size() == 1 ? "1 entry" :
+           fmt::format("{} entries", summary->entries.size()), size(summary->data_bytes), size(summary->archive_bytes),
+           ratio, summary->seconds);
   }
   for (const auto& e : summary->entries)
     if (!e.status) return kBusy;

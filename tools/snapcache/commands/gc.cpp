@@ -54,8 +54,8 @@ int run(Context& ctx, const Options& o) {
                fmt::format("unfinished publication in progress or younger than {} (changed {})",
                            format_age(grace), ago(e.last_use_unix_ns))});
   table.print();
-  fmt::print("{} {} {}, {} {}\n", o.dry_run ? "would remove" : "removed", items.size(),
-             items.size() == 1 ? "item" : "items", o.dry_run ? "would free" : "freed", size(freed));
+  say("{} {} {}, {} {}\n", o.dry_run ? "would remove" : "removed", items.size(),
+      items.size() == 1 ? "item" : "items", o.dry_run ? "would free" : "freed", size(freed));
   return kOk;
 }
 

@@ -60,12 +60,12 @@ int run(Context& ctx, const Options& o) {
                          {"bytes", e.bytes}, {"evicted", evicted}, {"never_hits_here", m.never}, {"notes", m.notes}});
       return;
     }
-    fmt::print("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
-               e.reason.empty() ? "" : "  " + e.reason);
+    say("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
+        e.reason.empty() ? "" : "  " + e.reason);
     // What was evicted to make room for it, whether or not it then fitted (a skip may follow evictions).
-    if (!e.evicted.empty()) fmt::print("         {}\n", describe_evictions(e.evicted));
+    if (!e.evicted.empty()) say("         {}\n", describe_evictions(e.evicted));
     if (e.result == ImportResult::imported || e.result == ImportResult::already_present)
-      for (const auto& why : m.never) fmt::print("         warning: a load here would never hit it: {}\n", why);
+      for (const auto& why : m.never) say("         warning: a load here would never hit it: {}\n", why);
     std::fflush(stdout);
   };
   ImportSummary summary = import_archive(store, fd_source(fd), options);
@@ -88,13 +88,13 @@ int run(Context& ctx, const Options& o) {
                 {"data_bytes", summary.data_bytes}, {"archive_bytes", summary.archive_bytes},
                 {"seconds", summary.seconds}});
   } else {
-    fmt::print("{} imported, {} already present, {} skipped, {} refused, {} failed; {} read in {:.2f} s ({}/s)\n",
-               imported, present, skipped, refused, failed, size(summary.data_bytes), summary.seconds,
-               size(static_cast<std::uint64_t>(rate)));
+    say("{} imported, {} already present, {} skipped, {} refused, {} failed; {} read in {:.2f} s ({}/s)\n",
+        imported, present, skipped, refused, failed, size(summary.data_bytes), summary.seconds,
+        size(static_cast<std::uint64_t>(rate)));
   }
   if (!summary.status) {
     std::fflush(stdout);
-    fmt::print(stderr, "snapcache: {}: {}\n", o.input == "-" ? "stdin" : o.input, summary.status.message());
+    say_to(stderr, "snapcache: {}: {}\n", o.input == "-" ? "stdin" : o.input, summary.status.message());
   }
   if (refused || (!summary.status && is_entry_damage(summary.status.code()))) return kDamaged;
   if (failed || !summary.status) return kFailure;

@@ -113,12 +113,12 @@ void print_text(const EntryInfo& e) {
   if (!e.manifest) return;
   const Manifest& m = *e.manifest;
 
-  fmt::print("\nkey\n");
+  say("\nkey\n");
   print_key(m.key);
 
-  fmt::print("\ndata files\n");
+  say("\ndata files\n");
   for (const auto& f : m.files) {
-    fmt::print("  {}  {}, {} chunk(s) of {}\n", f.name, size(f.size), f.chunk_hashes.size(), size(f.chunk_size));
+    say("  {}  {}, {} chunk(s) of {}\n", f.name, size(f.size), f.chunk_hashes.size(), size(f.chunk_size));
     Table chunks({"CHUNK", "BYTES", "XXH3-64"}, "    ");
     chunks.right_align(0);
     for (std::size_t c = 0; c < f.chunk_hashes.size(); ++c) {
@@ -129,7 +129,7 @@ void print_text(const EntryInfo& e) {
     chunks.print();
   }
 
-  fmt::print("\nstorages ({})\n", m.storages.size());
+  say("\nstorages ({})\n", m.storages.size());
   Table storages({"#", "FILE", "OFFSET", "BYTES", "CHUNKS"}, "  ");
   storages.right_align(0);
   storages.right_align(2);
@@ -142,7 +142,7 @@ void print_text(const EntryInfo& e) {
   }
   storages.print();
 
-  fmt::print("\ntensors ({})\n", m.tensors.size());
+  say("\ntensors ({})\n", m.tensors.size());
   Table tensors({"NAME", "DTYPE", "SHAPE", "STRIDES", "OFFSET", "STORAGE", "BYTES"}, "  ");
   tensors.right_align(4);
   tensors.right_align(5);

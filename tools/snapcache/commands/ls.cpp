@@ -42,9 +42,9 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
                          ago(e.manifest->creation.created_unix_ns), ago(e.last_use_unix_ns), state_text(e)});
             }
             if (!table.empty()) table.print();
-            fmt::print("{} {}{}, {} of {} capacity\n", entries.size(), entries.size() == 1 ? "entry" : "entries",
-                       leased ? fmt::format(" ({} leased)", leased) : "", size(total),
-                       size(store.config().capacity_bytes));
+            say("{} {}{}, {} of {} capacity\n", entries.size(), entries.size() == 1 ? "entry" : "entries",
+                leased ? fmt::format(" ({} leased)", leased) : "", size(total),
+                size(store.config().capacity_bytes));
             return kOk;
           }};
 }

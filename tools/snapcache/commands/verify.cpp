@@ -85,14 +85,14 @@ int run(Context& ctx, const Options& o) {
     }
     std::string what = e.manifest ? e.manifest->key.component : "-";
     if (report.status) {
-      fmt::print("ok       {}  {}  {}\n", e.id.substr(0, 12), what, size(report.bytes_hashed));
+      say("ok       {}  {}  {}\n", e.id.substr(0, 12), what, size(report.bytes_hashed));
       continue;
     }
-    fmt::print("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
-               report.damaged_chunks.empty() ? "  " + report.status.message() : "");
-    for (const auto& d : report.damaged_chunks) fmt::print("         {}\n", chunk_text(d));
-    if (removed) fmt::print("         removed (--repair)\n");
-    if (!repair_error.empty()) fmt::print("         could not remove it: {}\n", repair_error);
+    say("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
+        report.damaged_chunks.empty() ? "  " + report.status.message() : "");
+    for (const auto& d : report.damaged_chunks) say("         {}\n", chunk_text(d));
+    if (removed) say("         removed (--repair)\n");
+    if (!repair_error.empty()) say("         could not remove it: {}\n", repair_error);
   }
   bar.clear();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -106,11 +106,11 @@ int run(Context& ctx, const Options& o) {
                 {"seconds", seconds}});
   } else {
     const auto rate = seconds > 0 ? static_cast<std::uint64_t>(static_cast<double>(hashed) / seconds) : 0;
-    fmt::print("{} {} verified: {} damaged{}{}; {} hashed in {:.2f} s ({}/s)\n", targets.size(),
-               targets.size() == 1 ? "entry" : "entries", damaged,
-               o.repair ? fmt::format(" ({} removed)", repaired) : "",
-               errors ? fmt::format(", {} could not be read", errors) : "", size(hashed), seconds, size(rate));
-    if (damaged && !o.repair) fmt::print("run `snapcache verify --repair` to remove damaged entries\n");
+    say("{} {} verified: {} damaged{}{}; {} hashed in {:.2f} s ({}/s)\n", targets.size(),
+        targets.size() == 1 ? "entry" : "entries", damaged,
+        o.repair ? fmt::format(" ({} removed)", repaired) : "",
+        errors ? fmt::format(", {} could not be read", errors) : "", size(hashed), seconds, size(rate));
+    if (damaged && !o.repair) say("run `snapcache verify --repair` to remove damaged entries\n");
   }
   if (damaged) return kDamaged;
   return errors ? kFailure : kOk;

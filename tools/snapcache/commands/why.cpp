@@ -33,10 +33,10 @@ Wanted find_key(Store& store, const std::string& target) {
   for (auto& m : recorded_misses(store))
     if (m.id.starts_with(target)) misses.push_back(std::move(m));
   if (misses.size() > 1) {
-    std::string list;
-    for (const auto& m : misses) list += fmt::format("\n  {}  missed {}", m.id, ago(m.unix_ns));
-    throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} recorded misses:{}", target,
-                                          misses.size(), list));
+    std::vector<std::string> list;
+    for (const auto& m : misses) list.push_back(fmt::format("{}  missed {}", m.id, ago(m.unix_ns)));
+    throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} recorded misses:", target, misses.size()),
+                   std::move(list));
   }
   if (misses.size() == 1) {
     auto key = read_key_file(fs, misses[0].path);
@@ -74,20 +74,20 @@ int explain(Context& ctx, const std::string& target) {
                 {"nearest", n}});
     return kOk;
   }
-  fmt::print("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
-             checkpoint_text(w.key), topology_text(w.key.topology));
-  if (w.missed_unix_ns) fmt::print("missed {} ({})\n", when(w.missed_unix_ns), ago(w.missed_unix_ns));
+  say("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
+      checkpoint_text(w.key), topology_text(w.key.topology));
+  if (w.missed_unix_ns) say("missed {} ({})\n", when(w.missed_unix_ns), ago(w.missed_unix_ns));
   if (exists) {
-    fmt::print("entry {} has this key now, so a load with it hits{}\n", id.substr(0, 12),
-               w.source == "recorded_miss" ? " (it was published after the miss)" : "");
+    say("entry {} has this key now, so a load with it hits{}\n", id.substr(0, 12),
+        w.source == "recorded_miss" ? " (it was published after the miss)" : "");
     return kOk;
   }
   if (!best) {
-    fmt::print("no entry to compare with: the cache is empty\n");
+    say("no entry to compare with: the cache is empty\n");
     return kOk;
   }
-  fmt::print("no entry has this key; the nearest, {}, differs in {} {}:\n", best->first.substr(0, 12),
-             best->second.size(), best->second.size() == 1 ? "field" : "fields");
+  say("no entry has this key; the nearest, {}, differs in {} {}:\n", best->first.substr(0, 12),
+      best->second.size(), best->second.size() == 1 ? "field" : "fields");
   Table t({"FIELD", "WANTED", "FOUND"}, "  ");
   for (const auto& d : best->second)
     t.add({d.field, d.wanted.empty() ? "''" : d.wanted, d.found.empty() ? "''" : d.found});
@@ -120,11 +120,11 @@ int list_misses(Context& ctx) {
     return kOk;
   }
   if (misses.empty()) {
-    fmt::print("no misses recorded in {}\n", store.config().directory);
+    say("no misses recorded in {}\n", store.config().directory);
     return kOk;
   }
   t.print();
-  fmt::print("`snapcache why KEY` shows every differing field\n");
+  say("`snapcache why KEY` shows every differing field\n");
   return kOk;
 }
 

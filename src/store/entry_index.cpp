@@ -1,0 +1,164 @@
+#include "store/entry_index.h"
+
+#include <cerrno>
+#include <set>
+
+#include "snapcache/text.h"
+#include "store/layout.h"
+#include "util/hash.h"
+
+namespace snapcache::store {
+namespace {
+
+constexpr std::size_t kHashDigits = 16;
+
+FileSystem& side_fs() {
+  static const std::shared_ptr<FileSystem> fs = posix_file_system();
+  return *fs;
+}
+
+bool is_hex(const std::string& s, std::size_t from, std::size_t count) {
+  if (s.size() < from + count) return false;
+  for (std::size_t i = from; i < from + count; ++i)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+  return true;
+}
+
+std::string hash_name(const std::string& bytes) { return format_hex64(util::xxh3_64(bytes.data(), bytes.size())); }
+
+// The checkpoint's identity in the key's own canonical encoding (content, or path and stat; see
+// checkpoint_identity), so two keys share a checkpoint name exactly when their files are the same.
+std::string checkpoint_name(const Key& key) {
+  Key checkpoint_only;
+  checkpoint_only.checkpoint = key.checkpoint;
+  return hash_name(encode_key(checkpoint_only));
+}
+
+std::string index_path(const std::string& cache_directory) { return cache_directory + "/" + kIndexDir; }
+
+// `path` as a directory of the cache's own, made if absent; never a link or anything else. Each
+// level is checked before the next is made in it, so nothing is created through a planted link.
+bool own_directory(FileSystem& fs, const std::string& path, bool create) {
+  if (create) {
+    if (Status made = fs.make_directory(path); !made && made.sys_errno() != EEXIST) return false;
+  }
+  auto st = fs.stat(path, Follow::no);
+  return st && st->is_directory && !st->is_symlink;
+}
+
+// Names in the directory `name` of `parent`, opened without following a link; none when it
+// cannot be (absent, a link, not a directory).
+std::vector<std::string> names_at(FileSystem& fs, int parent, const std::string& name) {
+  std::vector<std::string> out;
+  auto dir = fs.open_directory_at(parent, name);
+  if (!dir) return out;
+  auto listed = fs.list_directory_at(dir->get());
+  if (!listed) return out;
+  out.reserve(listed->size());
+  for (auto& e : *listed) out.push_back(std::move(e.name));
+  return out;
+}
+
+// The directory of the records of `key`'s component and checkpoint.
+std::string bucket_path(const std::string& cache_directory, const Key& key) {
+  return index_path(cache_directory) + "/" + hash_name(key.component) + "/" + checkpoint_name(key);
+}
+
+}  // namespace
+
+bool is_index_hash_name(const std::string& name) { return name.size() == kHashDigits && is_hex(name, 0, kHashDigits); }
+
+std::string index_record_path(const std::string& cache_directory, const Key& key, const std::string& id) {
+  return bucket_path(cache_directory, key) + "/" + id;
+}
+
+void index_entry(const std::string& cache_directory, const Key& key, const std::string& id) {
+  FileSystem& fs = side_fs();
+  const std::string component = index_path(cache_directory) + "/" + hash_name(key.component);
+  const std::string bucket = bucket_path(cache_directory, key);
+  if (!own_directory(fs, index_path(cache_directory), true) || !own_directory(fs, component, true) ||
+      !own_directory(fs, bucket, true))
+    return;
+  // Already there (gc adding what it finds missing, say) is fine; a link there is not followed.
+  (void)fs.open(bucket + "/" + id, OpenMode::create_exclusive, Follow::no);
+}
+
+void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id) {
+  FileSystem& fs = side_fs();
+  auto key = read_manifest_key(fs, manifest_path);
+  if (!key) return;
+  const std::string component = index_path(cache_directory) + "/" + hash_name(key->component);
+  const std::string bucket = bucket_path(cache_directory, *key);
+  if (!own_directory(fs, index_path(cache_directory), false) || !own_directory(fs, component, false) ||
+      !own_directory(fs, bucket, false))
+    return;
+  (void)fs.remove_file(bucket + "/" + id);
+}
+
+std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max) {
+  std::vector<std::string> out;
+  FileSystem& fs = side_fs();
+  auto top = fs.open_directory(cache_directory);
+  if (!top) return out;
+  auto index = fs.open_directory_at(top->get(), kIndexDir);
+  if (!index) return out;
+  std::set<std::string> taken;
+  auto take = [&](const std::string& id) {
+    if (out.size() < max && is_entry_id(id) && taken.insert(id).second) out.push_back(id);
+  };
+  // One record of each of up to `max` checkpoint directories of `component`, in turn, other than
+  // `except`.
+  auto one_of_each = [&](int component, const std::string& except) {
+    auto buckets = fs.list_directory_at(component);
+    if (!buckets) return;
+    std::vector<std::vector<std::string>> in_turn;
+    for (const auto& b : *buckets) {
+      if (in_turn.size() >= max) break;
+      if (b.name == except || !is_index_hash_name(b.name)) continue;
+      in_turn.push_back(names_at(fs, component, b.name));
+    }
+    for (std::size_t round = 0; out.size() < max; ++round) {
+      bool any = false;
+      for (const auto& records : in_turn) {
+        if (round >= records.size()) continue;
+        any = true;
+        take(records[round]);
+      }
+      if (!any) break;
+    }
+  };
+
+  const std::string own = hash_name(key.component);
+  const std::string checkpoint = checkpoint_name(key);
+  if (auto component = fs.open_directory_at(index->get(), own)) {
+    for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
+    // A new checkpoint: an entry of an earlier one explains it best, whichever.
+    if (out.empty()) one_of_each(component->get(), checkpoint);
+  }
+  if (!out.empty()) return out;
+  // No entry of the component: one of each other component (any differs in its component).
+  auto components = fs.list_directory_at(index->get());
+  if (!components) return out;
+  std::size_t looked = 0;
+  for (const auto& c : *components) {
+    if (out.size() >= max || looked >= max) break;
+    if (c.name == own || !is_index_hash_name(c.name)) continue;
+    ++looked;
+    auto component = fs.open_directory_at(index->get(), c.name);
+    if (!component) continue;
+    auto buckets = fs.list_directory_at(component->get());
+    if (!buckets) continue;
+    const std::size_t before = out.size();
+    for (const auto& b : *buckets) {
+      if (out.size() > before) break;
+      if (!is_index_hash_name(b.name)) continue;
+      for (const auto& id : names_at(fs, component->get(), b.name)) {
+        take(id);
+        if (out.size() > before) break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace snapcache::store

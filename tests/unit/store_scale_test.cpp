@@ -1,0 +1,205 @@
+// A cache of many entries: what making room and explaining a miss cost, counted in file-system
+// calls (never timed; bench/store_scale_bench.cpp times them at 100k and 1M entries), and the index a
+// miss uses, as untrusted input.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "snapcache/maintenance.h"
+#include "snapcache/store.h"
+#include "store/entry_index.h"
+#include "support/catch.h"
+#include "support/raw_storages.h"
+#include "support/temp_dir.h"
+#include "util/fault_injection.h"
+
+using namespace snapcache;
+
+namespace {
+
+// One storage of `bytes`: entries as small as an entry gets, so a test can have a hundred.
+test::RawModel tiny_model(std::size_t bytes) {
+  test::RawModel m;
+  m.storages.emplace_back(bytes, std::byte{7});
+  m.tensors.push_back({"w", DType::int8, {static_cast<std::int64_t>(bytes)}, {1}, 0, 0});
+  return m;
+}
+
+std::uint64_t all_calls(const FaultInjectingFileSystem& fs) {
+  std::uint64_t n = 0;
+  for (int op = 0; op < static_cast<int>(FsOp::count_); ++op) n += fs.calls(static_cast<FsOp>(op));
+  return n;
+}
+
+// store_key(checkpoint) as rank `rank` of 4: entries that share a checkpoint, as a node's ranks do.
+Key rank_key(int checkpoint, int rank) {
+  Key k = test::store_key(checkpoint);
+  k.topology.tp_rank = rank;
+  k.topology.tp_size = 4;
+  return k;
+}
+
+std::string index_dir(const std::string& cache) { return cache + "/" + store::kIndexDir; }
+std::string record_path(const std::string& cache, const Key& key) {
+  return store::index_record_path(cache, key, key_id(key));
+}
+std::string parent_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+}  // namespace
+
+TEST_CASE("making room for k entries among n measures the cache once: O(n) + O(k) file-system calls, not O(k n)",
+          "[store][capacity][scale]") {
+  constexpr int n = 100;
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  {
+    auto roomy = *Store::open(test::test_config(dir.path()), fs);
+    for (int seed = 0; seed < n; ++seed)
+      REQUIRE(test::publish_raw(*roomy, test::store_key(seed), tiny_model(64)).result == PublishResult::published);
+  }
+  Config tight = test::test_config(dir.path());
+  auto store = *Store::open(tight, fs);
+  const std::uint64_t total = total_bytes(*store).value();
+  const std::uint64_t entry = total / n;  // every entry is about this size (the keys differ by a digit)
+  tight.capacity_bytes = total + entry / 2;
+  store = *Store::open(tight, fs);
+
+  // Room for one more: one eviction.
+  fs->reset_counters();
+  auto one = test::publish_raw(*store, test::store_key(1000), tiny_model(64));
+  REQUIRE(one.result == PublishResult::published);
+  REQUIRE(one.evicted.size() == 1);
+  const std::uint64_t one_calls = all_calls(*fs);
+  // Room for about 25: as many evictions.
+  fs->reset_counters();
+  auto many = test::publish_raw(*store, test::store_key(1001), tiny_model(64 + 24 * entry));
+  REQUIRE(many.result == PublishResult::published);
+  const std::uint64_t k = many.evicted.size();
+  REQUIRE(k >= 20);
+  const std::uint64_t many_calls = all_calls(*fs);
+
+  // Each further eviction is that entry's own work (its lease, its measure, the rename, the
+  // removal: a few dozen calls); measuring the cache again would be several calls per entry.
+  const double per_eviction = static_cast<double>(many_calls - one_calls) / static_cast<double>(k - 1);
+  INFO(n << " entries: making room for 1 took " << one_calls << " calls, for " << k << " " << many_calls
+         << " calls: " << per_eviction << " per further eviction");
+  CHECK(per_eviction < 60);
+  CHECK(one_calls < 20 * n);  // one measure and one listing of the leases, each a few calls per entry
+  CHECK(total_bytes(*store).value() <= tight.capacity_bytes);
+  // Least recently used first: the oldest publications went, in order.
+  std::vector<std::string> expected;
+  for (int seed = 0; seed < static_cast<int>(k) + 1; ++seed) expected.push_back(key_id(test::store_key(seed)));
+  std::vector<std::string> evicted = one.evicted;
+  evicted.insert(evicted.end(), many.evicted.begin(), many.evicted.end());
+  CHECK(evicted == expected);
+}
+
+TEST_CASE("a miss reads a few manifests to name the nearest entry, not one per entry", "[store][key][scale]") {
+  test::TempDir dir;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir.path()), fs);
+  // 120 entries: 30 checkpoints, 4 ranks each.
+  for (int checkpoint = 0; checkpoint < 30; ++checkpoint)
+    for (int rank = 0; rank < 4; ++rank)
+      REQUIRE(test::publish_raw(*store, rank_key(checkpoint, rank), tiny_model(64)).result ==
+              PublishResult::published);
+
+  // Another torch for rank 1 of checkpoint 7: that entry differs in one field.
+  Key upgraded = rank_key(7, 1);
+  upgraded.torch.version = "2.12.0";
+  fs->reset_counters();
+  auto miss = store->lookup(upgraded);
+  const std::uint64_t opens = fs->calls(FsOp::open);
+  INFO(miss.reason << "; " << opens << " files opened");
+  CHECK(miss.result == LookupResult::miss);
+  CHECK(miss.reason.find("nearest entry " + key_id(rank_key(7, 1)).substr(0, 12) + " differs in torch.version 2.12.0 != " +
+                         test::store_key(7).torch.version) != std::string::npos);
+  CHECK(opens <= 20);  // every manifest would be 120
+
+  // A new checkpoint: the nearest is an entry of the same component and rank, of another one.
+  Key fresh = rank_key(99, 2);
+  fs->reset_counters();
+  auto other = store->lookup(fresh);
+  INFO(other.reason);
+  CHECK(other.result == LookupResult::miss);
+  CHECK(other.reason.find("differs in checkpoint[0].path /checkpoints/model-99.safetensors != ") != std::string::npos);
+  CHECK(fs->calls(FsOp::open) <= 20);
+}
+
+TEST_CASE("the index a miss uses is untrusted: links are not followed, junk goes with gc, lost records come back",
+          "[store][hostile][scale]") {
+  test::TempDir dir;
+  test::TempDir outside;
+  const std::string cache = dir / "cache";
+  auto store = *Store::open(test::test_config(cache));
+  REQUIRE(test::publish_raw(*store, rank_key(1, 0), tiny_model(64)).result == PublishResult::published);
+  CHECK(test::path_exists(record_path(cache, rank_key(1, 0))));
+
+  // index/ replaced by a link to a directory elsewhere: nothing is made or listed there.
+  test::remove_path(index_dir(cache));
+  REQUIRE(::symlink(outside.path().c_str(), index_dir(cache).c_str()) == 0);
+  REQUIRE(test::publish_raw(*store, rank_key(1, 1), tiny_model(64)).result == PublishResult::published);
+  CHECK(test::list_names(outside.path()).empty());
+  auto miss = store->lookup(rank_key(1, 2));  // still explained, from the entries themselves
+  CHECK(miss.result == LookupResult::miss);
+  CHECK(miss.reason.find("differs in topology.tp_rank 2 != ") != std::string::npos);
+  auto collected = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = true});
+  REQUIRE(collected.is_ok());
+  REQUIRE(collected->size() == 1);
+  CHECK((*collected)[0].path == index_dir(cache));
+  CHECK((*collected)[0].reason == "a symbolic link where index/ should be a directory");
+  CHECK(test::path_exists(outside.path()));
+  CHECK(test::list_names(outside.path()).empty());
+  // gc made the records of both entries again, in a directory of its own.
+  struct stat st {};
+  REQUIRE(::lstat(index_dir(cache).c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(test::path_exists(record_path(cache, rank_key(1, 0))));
+  CHECK(test::path_exists(record_path(cache, rank_key(1, 1))));
+
+  // Records planted or left behind: a name that is no record's, a record of an entry that is
+  // gone, a record that is a link (to a file outside, which stays), a component and a checkpoint
+  // directory that are links, a checkpoint directory left empty.
+  const std::string bucket = parent_of(record_path(cache, rank_key(1, 0)));
+  const std::string component = parent_of(bucket);
+  const std::string odd = bucket + "/notes.txt";
+  test::write_bytes(odd, "x");
+  const std::string stale = record_path(cache, rank_key(1, 9));
+  test::write_bytes(stale, "");
+  test::write_bytes(outside / "target", "keep me");
+  const std::string link = record_path(cache, rank_key(1, 8));
+  REQUIRE(::symlink((outside / "target").c_str(), link.c_str()) == 0);
+  const std::string linked_component = index_dir(cache) + "/0123456789abcdef";
+  REQUIRE(::symlink(outside.path().c_str(), linked_component.c_str()) == 0);
+  const std::string linked_bucket = component + "/fedcba9876543210";
+  REQUIRE(::symlink(outside.path().c_str(), linked_bucket.c_str()) == 0);
+  const std::string empty_bucket = component + "/0011223344556677";
+  REQUIRE(::mkdir(empty_bucket.c_str(), 0755) == 0);
+  // And a lost record: the entry stays, its record goes.
+  test::remove_path(record_path(cache, rank_key(1, 1)));
+
+  // A miss reads none of that as an entry.
+  miss = store->lookup(rank_key(1, 3));
+  CHECK(miss.result == LookupResult::miss);
+  CHECK(miss.reason.find("differs in topology.tp_rank 3 != ") != std::string::npos);
+
+  collected = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = true});
+  REQUIRE(collected.is_ok());
+  std::map<std::string, std::string> reasons;
+  for (const auto& item : *collected) reasons[item.path] = item.reason;
+  CHECK(reasons == std::map<std::string, std::string>{{odd, "stray file in index/"},
+                                                      {stale, "index record of an entry that is gone"},
+                                                      {link, "stray file in index/"},
+                                                      {linked_component, "stray file in index/"},
+                                                      {linked_bucket, "stray file in index/"},
+                                                      {empty_bucket, "empty index directory"}});
+  CHECK(test::read_bytes(outside / "target") == "keep me");
+  CHECK(test::path_exists(record_path(cache, rank_key(1, 0))));
+  CHECK(test::path_exists(record_path(cache, rank_key(1, 1))));  // made again
+  // Eviction takes the record with the entry.
+  REQUIRE(remove_entry(*store, key_id(rank_key(1, 0))).is_ok());
+  CHECK_FALSE(test::path_exists(record_path(cache, rank_key(1, 0))));
+}
