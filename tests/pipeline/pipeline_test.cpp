@@ -12,7 +12,7 @@
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
 #include "snapcache/maintenance.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 

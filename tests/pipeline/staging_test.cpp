@@ -15,7 +15,7 @@
 #include "gpu/staging.h"
 #include "snapcache/gpu_upload.h"
 #include "snapcache/maintenance.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 #include "util/hash.h"
 
 using namespace snapcache;
