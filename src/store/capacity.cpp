@@ -63,7 +63,8 @@ Result<std::vector<Candidate>> eviction_order(Store& store) {
 std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path, std::int64_t lease_mtime_ns,
                                    std::int64_t now, DryRun dry_run) {
   // Best effort: it counts as now either way.
-  if (lease_mtime_ns > now && dry_run == DryRun::no) (void)fs.touch(entry_path + "/" + kLeaseFile);
+  if (lease_mtime_ns > now && dry_run == DryRun::no)
+    if (auto lease = open_in_cache(fs, entry_path + "/" + kLeaseFile, OpenMode::read)) mark_used(fs, lease->get());
   return util::no_later_than(lease_mtime_ns, now);
 }
 

@@ -93,6 +93,10 @@ void unindex_entry(const std::string& cache_directory, const std::string& manife
       !own_directory(fs, bucket, false))
     return;
   (void)fs.remove_file(bucket + "/" + id);
+  // The last record of a checkpoint (or of a component) takes its directory with it, so evicting
+  // everything leaves no index behind for gc to report. rmdir removes only an empty directory; a
+  // publication that recreates it meanwhile may lose its record, which gc makes again.
+  if (fs.remove_directory(bucket)) (void)fs.remove_directory(component);
 }
 
 std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max) {

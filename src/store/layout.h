@@ -47,6 +47,12 @@ std::string short_id(const std::string& id);
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
 
+// Dates an entry's last use (what LRU eviction goes by) now, through the lease's descriptor (a
+// path could name another file by now). A lease with a second name is a hard link shared with a
+// file outside the entry: touching it would change that file too, so it is left alone and the
+// entry only looks older to eviction. Best effort, likewise: a failed touch only makes it look older.
+void mark_used(FileSystem& fs, int lease_fd);
+
 // Reads just the key at the front of a manifest (format::decode_manifest_head, then the key's
 // bytes): enough to explain a miss, find an index record or name an evicted entry, without reading
 // (or trusting) the rest. The full manifest is checksummed when the entry is actually loaded.

@@ -92,13 +92,8 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::strin
     impl->mappings.push_back(std::move(*region));
   }
   impl->data_files = std::move(check.data_files);
-  // Last use, for LRU eviction, set through the descriptor the lease was taken on (a path could
-  // name another file by now). A lease with a second name is a hard link shared with a file
-  // outside the entry: touching it would change that file too, so it is left alone. The entry is
-  // still served (its bytes are proven by their checksums, not by the lease); it only looks older
-  // to eviction. Best effort: a failed touch, likewise, only makes the entry look older.
-  if (auto lease_file = fs.fstat(impl->lease.get()); lease_file && lease_file->links <= 1)
-    (void)fs.touch(impl->lease.get());
+  // The entry's bytes are proven by their checksums, not by the lease: it is served either way.
+  store::mark_used(fs, impl->lease.get());
   return std::make_shared<Snapshot>(std::move(impl));
 }
 

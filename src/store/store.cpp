@@ -42,6 +42,10 @@ Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockM
   return std::move(*fd);
 }
 
+void mark_used(FileSystem& fs, int lease_fd) {
+  if (auto lease = fs.fstat(lease_fd); lease && lease->links <= 1) (void)fs.touch(lease_fd);
+}
+
 }  // namespace store
 
 const char* to_string(PublishResult r) {

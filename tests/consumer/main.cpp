@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   snapcache::GarbageOptions gc;
   gc.grace_seconds = 0;
   auto garbage = snapcache::collect_garbage(**store, gc);
+  if (garbage.is_ok())
+    for (const auto& item : *garbage) std::printf("left over: %s (%s)\n", item.path.c_str(), item.reason.c_str());
   check(garbage.is_ok() && garbage->empty(), "collect_garbage: nothing left over");
   auto after = snapcache::list_entries(**store);
   check(after.is_ok() && after->empty(), "the cache is empty");

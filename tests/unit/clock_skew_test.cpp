@@ -93,7 +93,8 @@ TEST_CASE("least recently used during a publication: a lease dated 2036 or 2300 
   const std::int64_t before = util::now_unix_ns();
   auto fourth = test::publish_raw(*store, test::store_key(4), test::raw_model(1));
   REQUIRE(fourth.result == PublishResult::published);
-  CHECK(fourth.evicted == std::vector<std::string>{key_id(an_hour_ago)});
+  REQUIRE(fourth.evicted.size() == 1);
+  CHECK(fourth.evicted[0].id == key_id(an_hour_ago));
   // The future leases now say when they were counted as used: they age from here.
   for (const Key& k : {in_2036, in_2300}) {
     const std::int64_t t = mtime_ns(lease(k));
@@ -107,6 +108,6 @@ TEST_CASE("least recently used during a publication: a lease dated 2036 or 2300 
   auto fifth = test::publish_raw(*store, test::store_key(5), test::raw_model(1));
   REQUIRE(fifth.result == PublishResult::published);
   REQUIRE(fifth.evicted.size() == 1);
-  CHECK((fifth.evicted[0] == key_id(in_2036) || fifth.evicted[0] == key_id(in_2300)));
+  CHECK((fifth.evicted[0].id == key_id(in_2036) || fifth.evicted[0].id == key_id(in_2300)));
   CHECK(test::path_exists(store->entry_path(key_id(test::store_key(4)))));
 }

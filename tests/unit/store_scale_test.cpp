@@ -92,8 +92,9 @@ TEST_CASE("making room for k entries among n measures the cache once: O(n) + O(k
   // Least recently used first: the oldest publications went, in order.
   std::vector<std::string> expected;
   for (int seed = 0; seed < static_cast<int>(k) + 1; ++seed) expected.push_back(key_id(test::store_key(seed)));
-  std::vector<std::string> evicted = one.evicted;
-  evicted.insert(evicted.end(), many.evicted.begin(), many.evicted.end());
+  std::vector<std::string> evicted;
+  for (const auto* outcome : {&one, &many})
+    for (const EvictedEntry& e : outcome->evicted) evicted.push_back(e.id);
   CHECK(evicted == expected);
 }
 
