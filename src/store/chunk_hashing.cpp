@@ -71,17 +71,31 @@ std::string describe_damage(const std::vector<DamagedChunk>& damaged) {
   return s;
 }
 
-Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest, std::vector<std::string> tensors) {
-  if (chunk < file.chunk_hashes.size() && digest == file.chunk_hashes[chunk]) return Status::ok();
+namespace {
+
+Status damaged_chunk(const DataFile& file, std::uint64_t chunk, const std::vector<std::string>* tensors) {
   const auto [offset, size] = chunk_range(file, chunk);
-  return Status(StatusCode::damaged, describe_damage({{file.name, chunk, offset, size, std::move(tensors)}}));
+  if (tensors != nullptr) return Status(StatusCode::damaged, describe_damage({{file.name, chunk, offset, size, *tensors}}));
+  return Status(StatusCode::damaged,
+                fmt::format("{} chunk {} (bytes {}..{}) failed its checksum", file.name, chunk, offset, offset + size));
+}
+
+bool matches(const DataFile& file, std::uint64_t chunk, std::uint64_t digest) {
+  return chunk < file.chunk_hashes.size() && digest == file.chunk_hashes[chunk];
+}
+
+}  // namespace
+
+Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest) {
+  return matches(file, chunk, digest) ? Status::ok() : damaged_chunk(file, chunk, nullptr);
 }
 
 Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest) {
   const DataFile& df = manifest.files.at(file);
-  if (chunk < df.chunk_hashes.size() && digest == df.chunk_hashes[chunk]) return Status::ok();
+  if (matches(df, chunk, digest)) return Status::ok();
   const auto [offset, size] = chunk_range(df, chunk);
-  return check_chunk(df, chunk, digest, format::tensors_in_range(manifest, file, offset, size));
+  const std::vector<std::string> tensors = format::tensors_in_range(manifest, file, offset, size);
+  return damaged_chunk(df, chunk, &tensors);
 }
 
 }  // namespace snapcache::store

@@ -33,10 +33,9 @@ using format::ByteRange;
 using format::chunk_count;
 using format::chunk_range;
 // ok when `digest` (of the bytes chunk_range names) is the file's checksum for that chunk;
-// otherwise damaged, naming the file, the chunk, its bytes and `tensors` (those in the chunk,
-// where the caller knows them).
-Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest,
-                   std::vector<std::string> tensors = {});
+// otherwise damaged, naming the file, the chunk and its bytes (the caller that has no manifest,
+// the GPU upload's staging, cannot name the tensors in it).
+Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest);
 // The same, naming the tensors of `manifest` in the chunk.
 Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest);
 

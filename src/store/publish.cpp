@@ -45,7 +45,7 @@ Result<std::uint64_t> write_chunk(FileSystem& fs, int fd, const DataFile& file,
                                   const std::vector<StorageRecord>& layout,
                                   std::span<const StorageSource> sources, std::uint64_t chunk) {
   static const std::array<char, kStorageAlignment> zeros{};
-  const ByteRange range = chunk_range(file, chunk);
+  const format::ByteRange range = format::chunk_range(file, chunk);
   const std::uint64_t begin = range.offset;
   const std::uint64_t end = range.offset + range.size;
   util::Hasher64 hasher;
@@ -95,7 +95,7 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
   }
   file.size = offset;
   file.identity.size = offset;
-  file.chunk_hashes.resize(chunk_count(file));
+  file.chunk_hashes.resize(format::chunk_count(file));
   m.files.push_back(file);
   m.tensors = std::move(tensors);
   if (Status st = format::validate_layout(m); !st)
