@@ -354,7 +354,7 @@ void bind_post_load(py::module_& m) {
             return to_dict(t);
           },
           py::arg("tensors"), "Runs the method on {name: tensor}; returns the new dict (the input is unchanged).")
-      .def("writes", [](const PostLoadMethod& m) { return m.properties().writes; })
+      .def("writes", [](const PostLoadMethod& self) { return self.properties().writes; })
       .def("version", &PostLoadMethod::version)
       .def("__repr__", [](const PostLoadMethod& self) { return "PostLoadMethod(" + self.name() + ")"; });
 
