@@ -10,6 +10,8 @@ cd "$root"
 # then reuses the objects of the C++ build (build/default), and a fresh clone those of another.
 export CCACHE_BASEDIR="$root"
 bash tools/setup.sh
+# The layers, the file-system seam and the public header list hold as docs/design.md says.
+python3 tools/check_layers.py
 cmake --preset default
 cmake --build --preset default
 ctest --preset default

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "snapcache/export.h"
@@ -162,5 +163,42 @@ class SNAPCACHE_API FileSystem {
 
 // The real thing: POSIX calls on the local file system.
 SNAPCACHE_API std::shared_ptr<FileSystem> posix_file_system();
+
+// A FileSystem that forwards every call to another one (LevelDB's EnvWrapper): a wrapper that
+// counts, slows, logs or fails some calls overrides those alone, and stays correct when the seam
+// gains a call.
+class SNAPCACHE_API FileSystemWrapper : public FileSystem {
+ public:
+  explicit FileSystemWrapper(std::shared_ptr<FileSystem> target) : target_(std::move(target)) {}
+  FileSystem& target() const { return *target_; }
+
+  using FileSystem::open;
+  using FileSystem::stat;
+  Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) override;
+  Result<std::size_t> pwrite(int fd, const void* data, std::size_t size, std::uint64_t offset) override;
+  Result<std::size_t> pread(int fd, void* data, std::size_t size, std::uint64_t offset) override;
+  Status fsync(int fd) override;
+  Status fsync_directory(const std::string& path) override;
+  Status allocate(int fd, std::uint64_t size) override;
+  Status rename(const std::string& from, const std::string& to) override;
+  Status make_directory(const std::string& path) override;
+  Status remove_file(const std::string& path) override;
+  Status remove_directory(const std::string& path) override;
+  Result<FileIdentity> stat(const std::string& path, Follow follow) override;
+  Result<FileIdentity> fstat(int fd) override;
+  Result<std::vector<DirEntry>> list_directory(const std::string& path) override;
+  Result<UniqueFd> open_directory(const std::string& path) override;
+  Result<UniqueFd> open_directory_at(int dir_fd, const std::string& name) override;
+  Result<std::vector<DirEntry>> list_directory_at(int dir_fd) override;
+  Result<FileIdentity> stat_at(int dir_fd, const std::string& name) override;
+  Status remove_at(int dir_fd, const std::string& name, bool is_directory) override;
+  Result<SpaceInfo> space(const std::string& path) override;
+  Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
+  Status lock(int fd, LockMode mode, LockWait wait) override;
+  Status touch(int fd) override;
+
+ private:
+  std::shared_ptr<FileSystem> target_;
+};
 
 }  // namespace snapcache

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "snapcache/file_system.h"
@@ -13,6 +15,34 @@
 #include "snapcache/export.h"
 
 namespace snapcache {
+
+// One field of a key's records: the name it has wherever a key is shown (key diffs, `snapcache
+// inspect`, --json, Python attributes) and its member. Each record lists its fields once, in the
+// order of the canonical encoding (src/format/key_codec.h), as `fields()`; the encoding, its
+// decoding, key diffs, the command's renderings and the Python bindings all walk that list, so a
+// new field is one member and one line here (and a format version: snapcache/manifest.h).
+template <class Record, class T>
+struct Field {
+  const char* name;
+  T Record::*member;
+};
+
+// A record with a field list.
+template <class T>
+concept FieldRecord = requires { std::remove_const_t<T>::fields(); };
+
+// Calls f(name, value) for each field of `record` in order (value: a reference into `record`).
+template <class Record, class F>
+void for_each_field(Record& record, F&& f) {
+  using Plain = std::remove_const_t<Record>;
+  std::apply([&](auto... field) { (f(field.name, record.*(field.member)), ...); }, Plain::fields());
+}
+
+// The same over two records of one type: f(name, a's value, b's value).
+template <class Record, class F>
+void for_each_field(const Record& a, const Record& b, F&& f) {
+  std::apply([&](auto... field) { (f(field.name, a.*(field.member), b.*(field.member)), ...); }, Record::fields());
+}
 
 // A checkpoint file as this process sees it: where it is, its stat identity and, optionally, the
 // digest of its bytes. What of this identifies the file in a key is checkpoint_identity().
@@ -28,6 +58,12 @@ struct CheckpointFile {
   // node) is the same checkpoint.
   bool keyed_by_content() const { return !content_digest.empty(); }
   bool operator==(const CheckpointFile&) const = default;
+  static constexpr auto fields() {
+    return std::tuple{Field{"path", &CheckpointFile::path},         Field{"size", &CheckpointFile::size},
+                      Field{"mtime_ns", &CheckpointFile::mtime_ns}, Field{"ctime_ns", &CheckpointFile::ctime_ns},
+                      Field{"device", &CheckpointFile::device},     Field{"inode", &CheckpointFile::inode},
+                      Field{"content_digest", &CheckpointFile::content_digest}};
+  }
 };
 
 // What identifies a checkpoint file in a key: the one rule behind the entry id (encode_key), the
@@ -43,6 +79,11 @@ struct Topology {
   int pp_size = 1;
   std::map<std::string, std::string> extra;  // room for more (expert parallel, ...)
   bool operator==(const Topology&) const = default;
+  static constexpr auto fields() {
+    return std::tuple{Field{"tp_rank", &Topology::tp_rank}, Field{"tp_size", &Topology::tp_size},
+                      Field{"pp_rank", &Topology::pp_rank}, Field{"pp_size", &Topology::pp_size},
+                      Field{"extra", &Topology::extra}};
+  }
 };
 
 struct TorchIdentity {
@@ -50,6 +91,10 @@ struct TorchIdentity {
   std::string cuda_version;  // "13.0", or "" for a CPU build
   std::string cxx_abi;       // "cxx11" or "pre-cxx11"
   bool operator==(const TorchIdentity&) const = default;
+  static constexpr auto fields() {
+    return std::tuple{Field{"version", &TorchIdentity::version}, Field{"cuda_version", &TorchIdentity::cuda_version},
+                      Field{"cxx_abi", &TorchIdentity::cxx_abi}};
+  }
 };
 
 struct Key {
@@ -62,6 +107,16 @@ struct Key {
   std::string component;         // "dit", "h3_encoder", ...
   std::map<std::string, std::string> options;
   bool operator==(const Key&) const = default;
+  static constexpr auto fields() {
+    return std::tuple{Field{"checkpoint", &Key::checkpoint},
+                      Field{"source_identity", &Key::source_identity},
+                      Field{"torch", &Key::torch},
+                      Field{"dtype", &Key::dtype},
+                      Field{"precision_policy", &Key::precision_policy},
+                      Field{"topology", &Key::topology},
+                      Field{"component", &Key::component},
+                      Field{"options", &Key::options}};
+  }
 };
 
 // The key with each checkpoint file reduced to checkpoint_identity(): what an entry stores and is

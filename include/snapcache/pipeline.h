@@ -43,8 +43,6 @@ struct RefreshHook {
 SNAPCACHE_API Status refresh_buffer(DerivedBuffers& buffers, const std::string& name, const at::Tensor& value,
                                     c10::Device device);
 
-enum class CachePolicy { use, opt_out };
-
 struct LoadPlan {
   // What is loaded: the key.
   std::vector<std::string> checkpoint_files;
@@ -55,10 +53,15 @@ struct LoadPlan {
   Topology topology;
   std::map<std::string, std::string> options;
   bool hash_checkpoint_contents = false;  // add content digests (memoized) to the key
+  // What identifies the weights when no checkpoint file does (weights built in code, fetched by
+  // another system): a version or a digest, kept in the key. A plan with neither checkpoint files
+  // nor this, or without a source_identity, is not cached: its key could not tell its weights
+  // from another load's (LoadReport::not_cached says which).
+  std::string weights_identity;
 
-  // Eligibility: loads that must not be cached take the ordinary path and the report says why.
-  CachePolicy cache = CachePolicy::use;
-  std::string ineligible_reason;  // e.g. "fused LoRA adapter checkpoint"
+  // Not empty: this load is not cached, for this reason ("fused LoRA adapter checkpoint"); it
+  // takes the ordinary path and the report says why.
+  std::string no_cache_reason;
 
   // The TP-local logical tensors the model declares (names, dtypes, shapes).
   ExpectedLayout expected;

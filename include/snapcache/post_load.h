@@ -20,6 +20,24 @@ enum class PostLoadWrites {
   may_write_in_place,  // it may change the bytes of its targets' existing storages
 };
 
+// What a method is, as the load relies on it. Every rule that depends on a method (may the engine
+// send its targets from the file, may pending conversions stay pending while it runs, may a GPU
+// donor vouch for its output, can it run at all) reads these, and only these.
+struct MethodProperties {
+  PostLoadWrites writes = PostLoadWrites::may_write_in_place;
+  // It reads the bytes of the tensors it names in targets() and no others, so conversions of
+  // other tensors may stay pending while it runs. Otherwise every pending conversion is written
+  // before it runs.
+  bool reads_only_targets = false;
+  // Shipped with snapcache: its output changes only with snapcache's version, so its name and
+  // version say everything its output depends on (a GPU donor serves other methods only when told
+  // to trust them, DonorOptions::accept_custom_methods).
+  bool built_in = false;
+  // Why it cannot run as configured, or "" when it can ("128x128 blocks only; asked for 64x64"):
+  // apply() fails with this, and a donor refuses the plan up front with it.
+  std::string unsupported;
+};
+
 class SNAPCACHE_API PostLoadMethod {
  public:
   virtual ~PostLoadMethod() = default;
@@ -28,7 +46,8 @@ class SNAPCACHE_API PostLoadMethod {
   virtual std::vector<std::string> targets(const NamedTensors& tensors) const = 0;
   // Replaces each target by its converted form. Errors name the tensor.
   virtual Status apply(NamedTensors& tensors) const = 0;
-  virtual PostLoadWrites writes() const { return PostLoadWrites::may_write_in_place; }
+  // The defaults assume the least: it may write in place and read anything.
+  virtual MethodProperties properties() const { return {}; }
   // Changes whenever the method's output bytes for the same input change. Weights prepared by one
   // version are never lent (GPU retention tier) to a consumer that runs another.
   virtual std::string version() const { return {}; }

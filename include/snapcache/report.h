@@ -30,6 +30,17 @@ enum class TierOutcome {
 };
 SNAPCACHE_API const char* to_string(TierOutcome outcome);
 
+// Why a load was not cached (LoadPath::ineligible).
+enum class NotCached {
+  no_store,                 // no cache store is configured
+  disabled,                 // the cache is switched off by configuration
+  opted_out,                // the plan says not to (LoadPlan::no_cache_reason)
+  no_checkpoint_identity,   // no checkpoint files and no weights identity: the key names no weights
+  no_loader_identity,       // no source identity: the key names no loader
+  unidentified_checkpoint,  // the checkpoint's files could not be described
+};
+SNAPCACHE_API const char* to_string(NotCached reason);
+
 struct TierAttempt {
   std::string tier;  // "snapshot", "ordinary", ...
   TierOutcome outcome = TierOutcome::missed;
@@ -61,6 +72,10 @@ struct GroupReport {
 struct LoadReport {
   LoadPath path = LoadPath::miss;
   std::string reason;  // why this path: the answer of the tier that decided it
+  std::optional<NotCached> not_cached;  // why the load could not be cached, when it could not
+  // What the load assumed on the caller's behalf ("source_identity: a digest of loader.py, the
+  // default for a Python loader"); each is part of the summary.
+  std::vector<std::string> notes;
   std::string entry_id;
   std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
   std::vector<StageTime> stages;

@@ -152,6 +152,9 @@ class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
   const std::string& unavailable_reason() const { return unavailable_.message(); }
   // The same as a Status: ok when the store can be used.
   const Status& unavailable() const { return unavailable_; }
+  // Whether loads may use this cache: ok, disabled ("the cache is disabled by configuration"), or
+  // why it is unavailable. The one answer lookup, publication and the load's eligibility read.
+  Status usable() const;
 
   const Config& config() const { return config_; }
   FileSystem& fs() const { return *fs_; }

@@ -16,6 +16,7 @@
 
 namespace snapcache {
 class RankGroup;
+struct LoadPlan;
 }
 
 namespace snapcache::python {
@@ -144,6 +145,12 @@ std::uint64_t size_from_python(const py::handle& obj, const char* what);
 
 // LoadPlan.group from Python: None, a RankGroup, or a torch.distributed ProcessGroup (GIL held).
 std::shared_ptr<RankGroup> group_from_python(const py::handle& obj);
+
+// --- plans (plan.cpp) -------------------------------------------------------------------------
+
+// The plan, with source_identity defaulted (when empty) to a digest of the file that defines its
+// Python ordinary loader; `note` then says so, for the report. GIL held.
+LoadPlan with_default_source_identity(const LoadPlan& plan, std::string& note);
 
 // --- bind_* of each file ----------------------------------------------------------------------
 void bind_group(py::module_& m);

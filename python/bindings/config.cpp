@@ -297,17 +297,17 @@ void bind_store(py::module_& m) {
       });
 }
 
+// Each field of a key record (snapcache/key.h: fields()) as a read-write attribute of its name.
+template <class Record, class... Options>
+void def_fields(py::class_<Record, Options...>& cls) {
+  std::apply([&](auto... field) { (cls.def_readwrite(field.name, field.member), ...); }, Record::fields());
+}
+
 void bind_key(py::module_& m) {
   py::class_<CheckpointFile> checkpoint(m, "CheckpointFile", "A checkpoint file by identity (stat, no reading).");
   keyword_init(checkpoint);
-  checkpoint.def_readwrite("path", &CheckpointFile::path)
-      .def_readwrite("size", &CheckpointFile::size)
-      .def_readwrite("mtime_ns", &CheckpointFile::mtime_ns)
-      .def_readwrite("ctime_ns", &CheckpointFile::ctime_ns)
-      .def_readwrite("device", &CheckpointFile::device)
-      .def_readwrite("inode", &CheckpointFile::inode)
-      .def_readwrite("content_digest", &CheckpointFile::content_digest)
-      .def(py::self == py::self)
+  def_fields(checkpoint);
+  checkpoint.def(py::self == py::self)
       .def("__repr__", [](const CheckpointFile& f) {
         return "CheckpointFile(" + py::repr(py::str(f.path)).cast<std::string>() + ", size=" +
                std::to_string(f.size) + ")";
@@ -315,12 +315,8 @@ void bind_key(py::module_& m) {
 
   py::class_<Topology> topology(m, "Topology", "Where this rank sits: tensor and pipeline parallel rank and size.");
   keyword_init(topology);
-  topology.def_readwrite("tp_rank", &Topology::tp_rank)
-      .def_readwrite("tp_size", &Topology::tp_size)
-      .def_readwrite("pp_rank", &Topology::pp_rank)
-      .def_readwrite("pp_size", &Topology::pp_size)
-      .def_readwrite("extra", &Topology::extra, "Room for more (expert parallel, ...): {str: str}.")
-      .def(py::self == py::self)
+  def_fields(topology);
+  topology.def(py::self == py::self)
       .def("__repr__", [](const Topology& t) {
         return "Topology(tp " + std::to_string(t.tp_rank) + "/" + std::to_string(t.tp_size) + ", pp " +
                std::to_string(t.pp_rank) + "/" + std::to_string(t.pp_size) + ")";
@@ -328,10 +324,8 @@ void bind_key(py::module_& m) {
 
   py::class_<TorchIdentity> torch_identity(m, "TorchIdentity", "The torch build: version, CUDA version, C++ ABI.");
   keyword_init(torch_identity);
-  torch_identity.def_readwrite("version", &TorchIdentity::version)
-      .def_readwrite("cuda_version", &TorchIdentity::cuda_version)
-      .def_readwrite("cxx_abi", &TorchIdentity::cxx_abi)
-      .def(py::self == py::self)
+  def_fields(torch_identity);
+  torch_identity.def(py::self == py::self)
       .def("__repr__", [](const TorchIdentity& t) {
         return "TorchIdentity(" + t.version + ", cuda " + (t.cuda_version.empty() ? "none" : t.cuda_version) + ", " +
                t.cxx_abi + ")";
@@ -341,15 +335,8 @@ void bind_key(py::module_& m) {
                       "What an entry is keyed by; any field that differs is another entry. (Fields are "
                       "copied in and out: assign a whole list or dict, do not append to one.)");
   keyword_init(key);
-  key.def_readwrite("checkpoint", &Key::checkpoint)
-      .def_readwrite("source_identity", &Key::source_identity)
-      .def_readwrite("torch", &Key::torch)
-      .def_readwrite("dtype", &Key::dtype)
-      .def_readwrite("precision_policy", &Key::precision_policy)
-      .def_readwrite("topology", &Key::topology)
-      .def_readwrite("component", &Key::component)
-      .def_readwrite("options", &Key::options)
-      .def_property_readonly("id", &key_id, "The entry id: XXH3-128 of the canonical encoding, 32 hex digits.")
+  def_fields(key);
+  key.def_property_readonly("id", &key_id, "The entry id: XXH3-128 of the canonical encoding, 32 hex digits.")
       .def(py::self == py::self)
       .def("__repr__", [](const Key& k) {
         return "Key(" + k.component + ", " + k.dtype + ", id " + key_id(k).substr(0, 12) + ")";

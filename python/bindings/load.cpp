@@ -30,6 +30,16 @@ void bind_report(py::module_& m) {
       .value("fallback", LoadPath::fallback, "cold: a cache tier had them but could not use them")
       .value("ineligible", LoadPath::ineligible, "cold: this load must not be cached")
       .finalize();
+  py::native_enum<NotCached>(m, "NotCached", "enum.Enum", "Why a load was not cached (LoadReport.not_cached).")
+      .value("no_store", NotCached::no_store, "no cache store is configured")
+      .value("disabled", NotCached::disabled, "the cache is switched off by configuration")
+      .value("opted_out", NotCached::opted_out, "the plan says not to (LoadPlan.no_cache_reason)")
+      .value("no_checkpoint_identity", NotCached::no_checkpoint_identity,
+             "no checkpoint files and no weights identity: the key names no weights")
+      .value("no_loader_identity", NotCached::no_loader_identity, "no source identity: the key names no loader")
+      .value("unidentified_checkpoint", NotCached::unidentified_checkpoint,
+             "the checkpoint's files could not be described")
+      .finalize();
   py::native_enum<TierOutcome>(m, "TierOutcome", "enum.Enum", "What one tier answered.")
       .value("served", TierOutcome::served)
       .value("missed", TierOutcome::missed)
@@ -57,6 +67,10 @@ void bind_report(py::module_& m) {
                          "What a load did: path and reason, every tier tried, every stage, the publication.")
       .def_readonly("path", &LoadReport::path)
       .def_readonly("reason", &LoadReport::reason, "Why this path: the answer of the tier that decided it.")
+      .def_readonly("not_cached", &LoadReport::not_cached,
+                    "Why the load could not be cached (a NotCached), or None when it could.")
+      .def_readonly("notes", &LoadReport::notes,
+                    "What the load assumed on the caller's behalf (a default source_identity, ...).")
       .def_readonly("entry_id", &LoadReport::entry_id)
       .def_readonly("tiers", &LoadReport::tiers)
       .def_readonly("stages", &LoadReport::stages)
@@ -97,15 +111,17 @@ void bind_loading(py::module_& m) {
 
   m.def(
       "load_model",
-      [](Store* store, const LoadPlan& plan) {
+      [](Store* store, const LoadPlan& given) {
         CallbackScope scope;
-        const LoadPlan with_check = interruptible(plan);
+        std::string note;
+        const LoadPlan with_check = interruptible(with_default_source_identity(given, note));
         Result<LoadedModel> model = Status();
         {
           py::gil_scoped_release release;
           model = load_model(store, with_check);
         }
         raise_if_interrupted();  // also after a load that succeeded: the log sink's Ctrl-C
+        if (model && !note.empty()) model->report.notes.push_back(note);
         return unwrap(std::move(model));
       },
       py::arg("store"), py::arg("plan"),
@@ -113,15 +129,17 @@ void bind_loading(py::module_& m) {
       "environment's store for you.");
   m.def(
       "reload_model",
-      [](Store* store, const LoadPlan& plan, LoadedModel& model) {
+      [](Store* store, const LoadPlan& given, LoadedModel& model) {
         CallbackScope scope;
-        const LoadPlan with_check = interruptible(plan);
+        std::string note;
+        const LoadPlan with_check = interruptible(with_default_source_identity(given, note));
         Result<LoadReport> report = Status();
         {
           py::gil_scoped_release release;
           report = reload_model(store, with_check, model);
         }
         raise_if_interrupted();
+        if (report && !note.empty()) report->notes.push_back(note);
         return unwrap(std::move(report));
       },
       py::arg("store"), py::arg("plan"), py::arg("model"),

@@ -91,11 +91,15 @@ class PyPostLoadMethod : public PostLoadMethod, public py::trampoline_self_life_
     if (!f) return Status(StatusCode::unsupported, "the PostLoadMethod subclass defines no apply()");
     return apply_python(f, tensors, "");
   }
-  PostLoadWrites writes() const override {
+  // A Python method says what it writes (writes(), the Python API); the rest of its properties are
+  // the defaults: it may read anything, and it is not built in.
+  MethodProperties properties() const override {
     py::gil_scoped_acquire gil;
     try {
       py::function f = py::get_override(static_cast<const PostLoadMethod*>(this), "writes");
-      return f ? writes_from_python(f()) : PostLoadMethod::writes();
+      MethodProperties p;
+      if (f) p.writes = writes_from_python(f());
+      return p;
     } catch (py::error_already_set& e) {
       throw_python_error(e, "writes()");
     }
@@ -133,7 +137,11 @@ class CallablePostLoadMethod final : public PostLoadMethod {
     py::gil_scoped_acquire gil;
     return apply_python(fn_.get(), tensors, "");
   }
-  PostLoadWrites writes() const override { return writes_; }
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = writes_;
+    return p;
+  }
   std::string version() const override { return version_; }
   const PyRef& function() const { return fn_; }
 
@@ -182,6 +190,38 @@ struct PythonLoader {
     });
   }
 };
+
+}  // namespace
+
+LoadPlan with_default_source_identity(const LoadPlan& plan, std::string& note) {
+  note.clear();
+  if (!plan.source_identity.empty()) return plan;
+  const auto* loader = plan.ordinary_loader.target<PythonLoader>();
+  if (loader == nullptr) return plan;
+  // The file that defines the loader (through functools.partial and bound methods): its code is
+  // what prepares the weights. A loader without a source file (a builtin, a lambda typed at a
+  // prompt) gets no default, and the load is not cached for want of an identity.
+  py::object fn = loader->fn.get();
+  while (py::hasattr(fn, "func")) fn = fn.attr("func");
+  if (py::hasattr(fn, "__func__")) fn = fn.attr("__func__");
+  py::object file = py::none();
+  try {
+    file = py::module_::import("inspect").attr("getsourcefile")(fn);
+  } catch (py::error_already_set&) {
+    return plan;
+  }
+  if (file.is_none()) return plan;
+  const std::string path = py::str(file).cast<std::string>();
+  auto digest = digest_source_files(*posix_file_system(), {path});
+  if (!digest) return plan;
+  LoadPlan with = plan;
+  with.source_identity = *digest;
+  note = "source_identity: a digest of " + path + " (the default for a Python loader; set LoadPlan.source_identity to "
+         "choose what identifies the loader)";
+  return with;
+}
+
+namespace {
 
 struct PythonRefresh {
   PyRef fn;
@@ -314,7 +354,7 @@ void bind_post_load(py::module_& m) {
             return to_dict(t);
           },
           py::arg("tensors"), "Runs the method on {name: tensor}; returns the new dict (the input is unchanged).")
-      .def("writes", &PostLoadMethod::writes)
+      .def("writes", [](const PostLoadMethod& self) { return self.properties().writes; })
       .def("version", &PostLoadMethod::version)
       .def("__repr__", [](const PostLoadMethod& self) { return "PostLoadMethod(" + self.name() + ")"; });
 
@@ -453,11 +493,6 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
 }
 
 void bind_load_plan(py::module_& m) {
-  py::native_enum<CachePolicy>(m, "CachePolicy", "enum.Enum", "Whether a load may use the cache.")
-      .value("use", CachePolicy::use)
-      .value("opt_out", CachePolicy::opt_out)
-      .finalize();
-
   py::class_<LoadPlan> cls(
       m, "LoadPlan",
       "Everything a load needs: what is loaded (the key), the declared tensors, the ordinary loader, "
@@ -483,9 +518,11 @@ void bind_load_plan(py::module_& m) {
       .def_readwrite("topology", &LoadPlan::topology)
       .def_readwrite("options", &LoadPlan::options, "Anything else that changes the prepared tensors: {str: str}.")
       .def_readwrite("hash_checkpoint_contents", &LoadPlan::hash_checkpoint_contents)
-      .def_readwrite("cache", &LoadPlan::cache)
-      .def_readwrite("ineligible_reason", &LoadPlan::ineligible_reason,
-                     "Why this load must not be cached (e.g. 'fused LoRA adapter'); '' when it may.")
+      .def_readwrite("weights_identity", &LoadPlan::weights_identity,
+                     "What identifies weights that come from no checkpoint file (a version, a digest); kept in "
+                     "the key. Without checkpoint files or this, a load is not cached.")
+      .def_readwrite("no_cache_reason", &LoadPlan::no_cache_reason,
+                     "Not empty: this load is not cached, for this reason (e.g. 'fused LoRA adapter').")
       .def_readwrite("expected", &LoadPlan::expected, "The TP-local tensors the model declares: [ExpectedTensor].")
       .def_property(
           "ordinary_loader",

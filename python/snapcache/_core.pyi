@@ -371,10 +371,6 @@ def staged_uploader(
     convert_layouts: bool = True,
 ) -> Uploader: ...
 
-class CachePolicy(enum.Enum):
-    use = 0
-    opt_out = 1
-
 _Loader = Callable[[LoadPlan], _Tensors]
 
 class LoadPlan:
@@ -386,8 +382,8 @@ class LoadPlan:
     topology: Topology
     options: dict[str, str]
     hash_checkpoint_contents: bool
-    cache: CachePolicy
-    ineligible_reason: str
+    weights_identity: str
+    no_cache_reason: str
     expected: list[ExpectedTensor]
     ordinary_loader: _Loader | None
     post_load: list[PostLoadMethod]  # assign PostLoadMethod objects or callables
@@ -409,6 +405,14 @@ class LoadPath(enum.Enum):
     miss = 1
     fallback = 2
     ineligible = 3
+
+class NotCached(enum.Enum):
+    no_store = 0
+    disabled = 1
+    opted_out = 2
+    no_checkpoint_identity = 3
+    no_loader_identity = 4
+    unidentified_checkpoint = 5
 
 class TierOutcome(enum.Enum):
     served = 0
@@ -470,6 +474,8 @@ class LoadReport:
     def path(self) -> LoadPath: ...
     @property
     def reason(self) -> str: ...
+    @property
+    def not_cached(self) -> NotCached | None: ...
     @property
     def entry_id(self) -> str: ...
     @property

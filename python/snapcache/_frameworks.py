@@ -20,10 +20,16 @@ from ._modules import _slots, load_module
 _MAX_LISTED = 8
 
 
+_IDENTITIES = {}  # integration file -> its loader identity, computed once per process
+
+
 def source_identity(integration_file):
     """The key's loader identity: a digest of the code that prepares the weights (this file and the
     framework's integration)."""
-    return _core.digest_source_files([os.path.abspath(__file__), os.path.abspath(integration_file)])
+    if integration_file not in _IDENTITIES:
+        _IDENTITIES[integration_file] = _core.digest_source_files(
+            [os.path.abspath(__file__), os.path.abspath(integration_file)])
+    return _IDENTITIES[integration_file]
 
 
 def digest(value):
@@ -135,6 +141,31 @@ def pretrained_loader(what, built, pretrained, facts):
         return tensors
 
     return load
+
+
+def load_pretrained(framework, version, integration_file, built, *, files, path, component, dtype, device, config_json,
+                    kwargs, pretrained, facts, store):
+    """What both integrations do once `built` is on meta: a key of every checkpoint file, the
+    config, the model class, the framework's version and the from_pretrained keywords, and a load
+    whose ordinary loader is the framework's own from_pretrained (`pretrained()`, checked against
+    `built` and `facts(reference)`). Returns the LoadReport."""
+    name = type(built).__name__
+    return load_into(
+        built,
+        files=files,
+        component=component or name,
+        identity=source_identity(integration_file),
+        dtype=dtype,
+        device=device,
+        options={
+            "framework": f"{framework} {version}",
+            "model_class": qualified_name(type(built)),
+            "config": digest(config_json),
+            "from_pretrained": digest(sorted(kwargs.items())),
+        },
+        loader=pretrained_loader(f"snapcache.{framework} ({name} from {path})", built, pretrained, facts),
+        store=store,
+    )
 
 
 def load_into(built, *, files, component, identity, dtype, device, options, loader, store):

@@ -30,7 +30,6 @@ from . import _core
 from . import _frameworks
 from ._stores import DEFAULT
 
-_IDENTITY = None
 
 _DOWNLOAD_KEYWORDS = ("cache_dir", "force_download", "proxies", "local_files_only", "token", "revision", "subfolder")
 # Keywords that change what from_pretrained builds beyond one device's plain model.
@@ -93,7 +92,6 @@ def model_from_pretrained(model_class, path, *, dtype=None, device="cpu", store=
     model (a ModelMixin: WanTransformer3DModel, AutoencoderKL, UNet2DConditionModel, ...), through
     snapcache. Returns the model, with `model.snapcache_report`; `return_report=True` returns
     (model, report)."""
-    global _IDENTITY
     kwargs = dict(kwargs)
     dtype = kwargs.pop("torch_dtype", None) if dtype is None else dtype  # diffusers' older name
     _frameworks.refuse_keywords(kwargs, _REFUSED, "snapcache.diffusers")
@@ -103,28 +101,13 @@ def model_from_pretrained(model_class, path, *, dtype=None, device="cpu", store=
         raise _core.InvalidArgument(f"snapcache.diffusers: dtype must be a torch.dtype or None, not {dtype!r}")
     device = torch.device(device)
     built, files = _build_on_meta(model_class, path, dtype, dict(kwargs))
-    if _IDENTITY is None:
-        _IDENTITY = _frameworks.source_identity(__file__)
     config = _config_json(built)
-    report = _frameworks.load_into(
-        built,
-        files=files,
-        component=component or type(built).__name__,
-        identity=_IDENTITY,
-        dtype=dtype,
-        device=device,
-        options={
-            "framework": f"diffusers {_diffusers.__version__}",
-            "model_class": _frameworks.qualified_name(type(built)),
-            "config": _frameworks.digest(config),
-            "from_pretrained": _frameworks.digest(sorted(kwargs.items())),
-        },
-        loader=_frameworks.pretrained_loader(
-            f"snapcache.diffusers ({type(built).__name__} from {path})",
-            built,
-            lambda: _pretrained(model_class, path, dtype, kwargs),
-            lambda reference: {"the config": (_config_json(reference), config)},
-        ),
+    report = _frameworks.load_pretrained(
+        "diffusers", _diffusers.__version__, __file__, built,
+        files=files, path=path, component=component, dtype=dtype, device=device, config_json=config,
+        kwargs=kwargs,
+        pretrained=lambda: _pretrained(model_class, path, dtype, kwargs),
+        facts=lambda reference: {"the config": (_config_json(reference), config)},
         store=store,
     )
     return (built, report) if return_report else built

@@ -34,7 +34,6 @@ from . import _core
 from . import _frameworks
 from ._stores import DEFAULT
 
-_IDENTITY = None  # the loader's identity, computed once per process
 
 # What from_pretrained reads files with: passed to the config, the checkpoint resolution and the
 # generation config, as from_pretrained passes them.
@@ -66,7 +65,6 @@ def from_pretrained(model_class, path, *, dtype="auto", device="cpu", store=DEFA
     snapcache does not rebuild (device_map, quantization_config, ...), and snapcache.Mismatch (on a
     cold load) when this transformers version builds the model differently from snapcache.
     """
-    global _IDENTITY
     kwargs = dict(kwargs)
     torch_dtype = kwargs.pop("torch_dtype", None)  # transformers' older name, as from_pretrained takes it
     if torch_dtype is not None and dtype in ("auto", None):
@@ -86,31 +84,16 @@ def from_pretrained(model_class, path, *, dtype="auto", device="cpu", store=DEFA
         )
     device = torch.device(device)
     built, files, dtype = _build_on_meta(model_class, path, dtype, dict(kwargs))
-    if _IDENTITY is None:
-        _IDENTITY = _frameworks.source_identity(__file__)
     config_json = _config_json(built.config)
-    report = _frameworks.load_into(
-        built,
-        files=files,
-        component=component or type(built).__name__,
-        identity=_IDENTITY,
-        dtype=dtype,
-        device=device,
-        options={
-            "framework": f"transformers {_transformers.__version__}",
-            "model_class": _frameworks.qualified_name(type(built)),
-            "config": _frameworks.digest(config_json),
-            "from_pretrained": _frameworks.digest(sorted(kwargs.items())),
+    report = _frameworks.load_pretrained(
+        "transformers", _transformers.__version__, __file__, built,
+        files=files, path=path, component=component, dtype=dtype, device=device, config_json=config_json,
+        kwargs=kwargs,
+        pretrained=lambda: _pretrained(model_class, path, dtype, kwargs),
+        facts=lambda reference: {
+            "the config": (_config_json(reference.config), config_json),
+            "the generation config": (_generation_json(reference), _generation_json(built)),
         },
-        loader=_frameworks.pretrained_loader(
-            f"snapcache.transformers ({type(built).__name__} from {path})",
-            built,
-            lambda: _pretrained(model_class, path, dtype, kwargs),
-            lambda reference: {
-                "the config": (_config_json(reference.config), config_json),
-                "the generation config": (_generation_json(reference), _generation_json(built)),
-            },
-        ),
         store=store,
     )
     return (built, report) if return_report else built

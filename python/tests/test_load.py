@@ -110,15 +110,43 @@ def test_refresh_hooks_build_derived_buffers_and_reload_keeps_addresses(plan, st
 
 
 def test_ineligible_loads(plan, store):
-    plan.cache = snapcache.CachePolicy.opt_out
+    plan.no_cache_reason = "the caller opted out of caching"
     r = snapcache.load_model(plan, store=store).report
     assert r.path is snapcache.LoadPath.ineligible and "opted out" in r.reason
-    plan.cache = snapcache.CachePolicy.use
-    plan.ineligible_reason = "fused LoRA adapter"
+    assert r.not_cached is snapcache.NotCached.opted_out
+    plan.no_cache_reason = "fused LoRA adapter"
     assert snapcache.load_model(plan, store=store).report.reason == "fused LoRA adapter"
-    plan.ineligible_reason = ""
+    plan.no_cache_reason = ""
     r = snapcache.load_model(plan, store=None).report
     assert r.path is snapcache.LoadPath.ineligible and "no cache store" in r.reason
+    assert r.not_cached is snapcache.NotCached.no_store
+
+
+def test_a_python_loader_is_identified_by_its_source_file_by_default(plan, store):
+    import inspect
+
+    plan.source_identity = ""
+    r = snapcache.load_model(plan, store=store).report
+    assert r.path is snapcache.LoadPath.miss and r.not_cached is None
+    source = inspect.getsourcefile(plan.ordinary_loader)
+    assert any(source in note and "default" in note for note in r.notes), r.notes
+    assert source in str(r)  # the summary says it too
+    assert snapcache.load_model(plan, store=store).report.path is snapcache.LoadPath.hit
+    # A plan that names its loader itself gets no note.
+    plan.source_identity = "tests-v1"
+    assert snapcache.load_model(plan, store=store).report.notes == []
+
+
+def test_a_plan_without_checkpoint_files_or_weights_identity_is_not_cached(store):
+    def ones(plan):
+        return {"w": torch.ones(2)}
+
+    plan = snapcache.LoadPlan(component="made", source_identity="v1", ordinary_loader=ones,
+                              expected=[snapcache.ExpectedTensor("w", torch.float32, [2])])
+    r = snapcache.load_model(plan, store=store).report
+    assert r.path is snapcache.LoadPath.ineligible and r.not_cached is snapcache.NotCached.no_checkpoint_identity
+    plan.weights_identity = "ones-v1"
+    assert snapcache.load_model(plan, store=store).report.path is snapcache.LoadPath.miss
 
 
 def test_the_default_store_is_the_environments(plan, cache_dir, monkeypatch):

@@ -15,13 +15,13 @@ def test_plan_attributes_and_conversions(tmp_path):
 
     plan = snapcache.LoadPlan(checkpoint_files=tmp_path / "a.safetensors", component="dit", dtype=torch.bfloat16,
                               topology=snapcache.Topology(tp_rank=1, tp_size=4), options={"attention": "fused"},
-                              device="cpu", ordinary_loader=loader, cache=snapcache.CachePolicy.opt_out,
-                              ineligible_reason="", publish_in_background=False, hash_checkpoint_contents=True)
+                              device="cpu", ordinary_loader=loader, no_cache_reason="opted out",
+                              publish_in_background=False, hash_checkpoint_contents=True)
     assert plan.checkpoint_files == [str(tmp_path / "a.safetensors")]
     assert plan.dtype == "bfloat16" and plan.device == torch.device("cpu")
     assert plan.topology.tp_size == 4 and plan.options == {"attention": "fused"}
     assert plan.ordinary_loader is loader
-    assert plan.cache is snapcache.CachePolicy.opt_out and not plan.publish_in_background
+    assert plan.no_cache_reason == "opted out" and not plan.publish_in_background
     plan.ordinary_loader = None
     assert plan.ordinary_loader is None
     with pytest.raises(TypeError):

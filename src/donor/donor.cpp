@@ -15,7 +15,6 @@
 #include "gpu/shareable_memory.h"
 #include "ipc/private_dir.h"
 #include "ipc/unix_socket.h"
-#include "pipeline/built_in_method.h"
 #include "snapcache/donor.h"
 #include "snapcache/log.h"
 #include "snapcache/text.h"
@@ -31,16 +30,15 @@ using namespace std::chrono_literals;
 // How long a connected peer may take to send its request.
 constexpr auto kRequestTimeout = 5s;
 
-// The post-load methods whose output the tier can vouch for: the built-in ones (a method of the
-// same name from elsewhere is not one) with FP8 blocks of 128x128.
+// The post-load methods whose output the tier can vouch for: the built-in ones that can run as
+// configured (their properties say both).
 Status check_methods(const LoadPlan& plan, bool accept_custom) {
   for (const auto& method : plan.post_load) {
     const std::string name = method->name();
-    const bool built_in = pipeline::is_built_in(*method);
-    if (built_in && name.starts_with("fp8-block-scale(") && name != "fp8-block-scale(128x128)")
-      return Status(StatusCode::unsupported,
-                    fmt::format("post-load method {}: the GPU retention tier serves FP8 block scales of 128x128 only", name));
-    if (!built_in && !accept_custom)
+    const MethodProperties properties = method->properties();
+    if (!properties.unsupported.empty())
+      return Status(StatusCode::unsupported, fmt::format("post-load method {}: {}", name, properties.unsupported));
+    if (!properties.built_in && !accept_custom)
       return Status(StatusCode::unsupported,
                     fmt::format("post-load method {} is not a built-in method; the donor cannot vouch for what its "
                                 "output depends on (DonorOptions::accept_custom_methods serves it anyway)",

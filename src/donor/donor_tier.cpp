@@ -34,10 +34,9 @@ class DonorTier final : public Tier {
   Result<TierAnswer> serve(LoadContext& load) override {
     const LoadPlan& plan = load.plan;
     if (!plan.device.is_cuda()) return refuse(TierAnswer::skipped("the plan does not load onto a CUDA device"));
-    if (plan.cache == CachePolicy::opt_out) return refuse(TierAnswer::skipped("the caller opted out of caching"));
-    if (!plan.ineligible_reason.empty()) return refuse(TierAnswer::skipped(plan.ineligible_reason));
-    if (load.store != nullptr && !load.store->config().enabled())
-      return refuse(TierAnswer::skipped("the cache is disabled by configuration"));
+    // The load's own eligibility (the executor decided it): a load that must not be cached is not
+    // attached from prepared weights either.
+    if (!load.ineligible.empty()) return refuse(TierAnswer::skipped(load.ineligible));
     StageTimer stage(load.report, "attach");
     Result<TierAnswer> answer = attach(load);
     if (!answer) {

@@ -12,23 +12,65 @@ namespace {
 using format::kKeyEncodingVersion;
 using format::kKeyMagic;
 
-void put_map(format::Writer& w, const std::map<std::string, std::string>& m) {
-  w.u32(static_cast<std::uint32_t>(m.size()));
-  for (const auto& [k, v] : m) {
-    w.str(k);
-    w.str(v);
+// Writes each field by its type, walking the records' field lists (snapcache/key.h).
+struct Encoder {
+  format::Writer& w;
+  void operator()(const char*, const std::string& s) const { w.str(s); }
+  void operator()(const char*, std::uint64_t v) const { w.u64(v); }
+  void operator()(const char*, std::int64_t v) const { w.i64(v); }
+  void operator()(const char*, int v) const { w.u32(static_cast<std::uint32_t>(v)); }
+  void operator()(const char*, const std::map<std::string, std::string>& m) const {
+    w.u32(static_cast<std::uint32_t>(m.size()));
+    for (const auto& [k, v] : m) {
+      w.str(k);
+      w.str(v);
+    }
   }
-}
+  void operator()(const char*, const std::vector<CheckpointFile>& files) const {
+    w.u32(static_cast<std::uint32_t>(files.size()));
+    for (const auto& file : files) {
+      const CheckpointFile identity = checkpoint_identity(file);
+      for_each_field(identity, *this);
+    }
+  }
+  template <FieldRecord Record>
+  void operator()(const char*, const Record& record) const {
+    for_each_field(record, *this);
+  }
+};
 
-std::map<std::string, std::string> get_map(format::Reader& r) {
-  std::map<std::string, std::string> m;
-  std::uint32_t n = r.count(8);
-  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
-    std::string k = r.str();
-    m[k] = r.str();
+// Reads each field back, in the same walk.
+struct Decoder {
+  format::Reader& r;
+  Status& refused;
+  void operator()(const char*, std::string& s) const { s = r.str(); }
+  void operator()(const char*, std::uint64_t& v) const { v = r.u64(); }
+  void operator()(const char*, std::int64_t& v) const { v = r.i64(); }
+  void operator()(const char*, int& v) const { v = static_cast<int>(r.u32()); }
+  void operator()(const char*, std::map<std::string, std::string>& m) const {
+    const std::uint32_t n = r.count(8);
+    for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
+      std::string k = r.str();
+      m[k] = r.str();
+    }
   }
-  return m;
-}
+  void operator()(const char*, std::vector<CheckpointFile>& files) const {
+    const std::uint32_t n = r.count(60);
+    for (std::uint32_t i = 0; i < n && r.ok() && refused.is_ok(); ++i) {
+      CheckpointFile f;
+      for_each_field(f, *this);
+      if (r.ok() && !(checkpoint_identity(f) == f))
+        refused = Status(StatusCode::foreign,
+                         "key of an older snapcache: its content-keyed checkpoint files carry their paths, so no key "
+                         "asks for its id any more");
+      files.push_back(std::move(f));
+    }
+  }
+  template <FieldRecord Record>
+  void operator()(const char*, Record& record) const {
+    for_each_field(record, *this);
+  }
+};
 
 }  // namespace
 
@@ -37,30 +79,7 @@ std::string encode_key(const Key& key) {
   w.raw(kKeyMagic.data(), kKeyMagic.size());
   w.u8(kKeyEncodingVersion);
   w.u32(kFormatVersion);
-  w.u32(static_cast<std::uint32_t>(key.checkpoint.size()));
-  for (const auto& file : key.checkpoint) {
-    const CheckpointFile f = checkpoint_identity(file);
-    w.str(f.path);
-    w.u64(f.size);
-    w.i64(f.mtime_ns);
-    w.i64(f.ctime_ns);
-    w.u64(f.device);
-    w.u64(f.inode);
-    w.str(f.content_digest);
-  }
-  w.str(key.source_identity);
-  w.str(key.torch.version);
-  w.str(key.torch.cuda_version);
-  w.str(key.torch.cxx_abi);
-  w.str(key.dtype);
-  w.str(key.precision_policy);
-  w.u32(static_cast<std::uint32_t>(key.topology.tp_rank));
-  w.u32(static_cast<std::uint32_t>(key.topology.tp_size));
-  w.u32(static_cast<std::uint32_t>(key.topology.pp_rank));
-  w.u32(static_cast<std::uint32_t>(key.topology.pp_size));
-  put_map(w, key.topology.extra);
-  w.str(key.component);
-  put_map(w, key.options);
+  for_each_field(key, Encoder{w});
   return std::move(w.bytes());
 }
 
@@ -76,35 +95,9 @@ Result<Key> decode_key(std::string_view bytes) {
     return Status(StatusCode::foreign, "key encoding " + std::to_string(version) + "/format " +
                                            std::to_string(format_version) + " is not readable by this snapcache");
   Key key;
-  std::uint32_t files = r.count(60);
-  for (std::uint32_t i = 0; i < files && r.ok(); ++i) {
-    CheckpointFile f;
-    f.path = r.str();
-    f.size = r.u64();
-    f.mtime_ns = r.i64();
-    f.ctime_ns = r.i64();
-    f.device = r.u64();
-    f.inode = r.u64();
-    f.content_digest = r.str();
-    if (r.ok() && !(checkpoint_identity(f) == f))
-      return Status(StatusCode::foreign,
-                    "key of an older snapcache: its content-keyed checkpoint files carry their paths, so no key asks "
-                    "for its id any more");
-    key.checkpoint.push_back(std::move(f));
-  }
-  key.source_identity = r.str();
-  key.torch.version = r.str();
-  key.torch.cuda_version = r.str();
-  key.torch.cxx_abi = r.str();
-  key.dtype = r.str();
-  key.precision_policy = r.str();
-  key.topology.tp_rank = static_cast<int>(r.u32());
-  key.topology.tp_size = static_cast<int>(r.u32());
-  key.topology.pp_rank = static_cast<int>(r.u32());
-  key.topology.pp_size = static_cast<int>(r.u32());
-  key.topology.extra = get_map(r);
-  key.component = r.str();
-  key.options = get_map(r);
+  Status refused;
+  for_each_field(key, Decoder{r, refused});
+  if (!refused) return refused;
   if (!r.ok()) return Status(StatusCode::damaged, "key: " + r.error());
   if (r.remaining() != 0) return Status(StatusCode::damaged, "key: trailing bytes");
   return key;

@@ -1,5 +1,7 @@
 #include "format/manifest.h"
 
+#include "format/chunk_layout.h"
+
 #include "util/fmt.h"
 
 #include <algorithm>
@@ -187,7 +189,7 @@ Status validate_layout(const Manifest& m) {
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name == "." || f.name == "..")
       return damaged(fmt::format("data file {} has an unsafe name '{}'", i, f.name));
     if (f.chunk_size == 0) return damaged(fmt::format("data file '{}': zero chunk size", f.name));
-    std::uint64_t expected_chunks = (f.size + f.chunk_size - 1) / f.chunk_size;
+    const std::uint64_t expected_chunks = chunk_count(f);
     if (f.chunk_hashes.size() != expected_chunks)
       return damaged(fmt::format("data file '{}': {} chunk hashes for {} chunks", f.name,
                                  f.chunk_hashes.size(), expected_chunks));

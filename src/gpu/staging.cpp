@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+#include "store/chunk_hashing.h"
+#include "util/align.h"
 #include "util/fmt.h"
 #include "util/hash.h"
 #include "util/transpose.h"
@@ -14,8 +16,8 @@
 namespace snapcache::gpu {
 namespace {
 
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-std::uint64_t div_up(std::uint64_t v, std::uint64_t d) { return (v + d - 1) / d; }
+using util::align_up;
+using util::div_up;
 
 using Plan = StagingPlan;
 
@@ -165,13 +167,11 @@ Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::b
   if (src.memory == nullptr) {
     SNAPCACHE_RETURN_IF_ERROR(read_fully(src.fd, read, unit.begin, unit.read_end - unit.begin));
     if (const DataFile* df = src.data_file) {
-      for (std::uint64_t at = unit.begin; at < unit.end; at += df->chunk_size) {
-        const std::uint64_t chunk = at / df->chunk_size;
-        const std::uint64_t bytes = std::min(df->chunk_size, df->size - at);
-        if (chunk >= df->chunk_hashes.size() || util::xxh3_64(read + (at - unit.begin), bytes) != df->chunk_hashes[chunk])
-          return Status(StatusCode::damaged,
-                        fmt::format("chunk {} of {} (bytes {}-{}) does not match its checksum", chunk, df->name, at,
-                                    at + bytes));
+      // Units are whole chunks (build_plan): chunk c covers store::chunk_range(*df, c).
+      for (std::uint64_t c = unit.begin / df->chunk_size; c < store::chunk_count(*df); ++c) {
+        const auto [at, bytes] = store::chunk_range(*df, c);
+        if (at >= unit.end) break;
+        SNAPCACHE_RETURN_IF_ERROR(store::check_chunk(*df, c, util::xxh3_64(read + (at - unit.begin), bytes)));
       }
     }
   }

@@ -88,8 +88,4 @@ std::optional<PendingTranspose> DeferredLayouts::pending(const c10::StorageImpl*
   return out;
 }
 
-bool reads_only_targets(const PostLoadMethod& method) {
-  return dynamic_cast<const ReadsOnlyTargets*>(&method) != nullptr;
-}
-
 }  // namespace snapcache::pipeline

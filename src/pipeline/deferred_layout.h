@@ -61,11 +61,4 @@ class DeferredLayouts {
   std::unordered_map<const c10::StorageImpl*, Pending> pending_;
 };
 
-// The mark of a built-in method that reads only its targets' bytes.
-struct ReadsOnlyTargets {};
-
-// Whether a method reads only the bytes of the tensors it names in targets() (the built-in
-// methods do): before any other method runs, every pending conversion is written.
-bool reads_only_targets(const PostLoadMethod& method);
-
 }  // namespace snapcache::pipeline

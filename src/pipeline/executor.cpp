@@ -12,6 +12,7 @@
 #include "snapcache/log.h"
 #include "pipeline/background_publication.h"
 #include "pipeline/deferred_layout.h"
+#include "pipeline/eligibility.h"
 #include "pipeline/group_agreement.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
@@ -24,14 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Why this load must not be cached, or "" when it may.
-std::string ineligibility(const Store* store, const LoadPlan& plan) {
-  if (store == nullptr) return "no cache store is configured";
-  if (!store->config().enabled()) return "the cache is disabled by configuration";
-  if (plan.cache == CachePolicy::opt_out) return "the caller opted out of caching";
-  return plan.ineligible_reason;
-}
 
 // The path and its reason follow from the answers: a cache tier that served makes a hit; one that
 // had something it could not use, a fallback; one that missed, a miss; nothing but skips,
@@ -109,7 +102,7 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
 
   // A method that may write in place must not change bytes a publication is still writing.
   for (const auto& method : plan.post_load)
-    if (method->writes() == PostLoadWrites::may_write_in_place)
+    if (method->properties().writes == PostLoadWrites::may_write_in_place)
       await_publication(load, "post-load method " + method->name() + " may write in place");
   StageTimer post(report, "post-load");
   std::optional<pipeline::DeferredLayouts::Scope> scope;
@@ -118,10 +111,11 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
     const std::string context = "post-load method " + method->name();
     Status st = guarded([&]() -> Status {
       std::vector<std::string> targets = method->targets(tensors);
+      const MethodProperties properties = method->properties();
       if (deferred != nullptr)
-        SNAPCACHE_RETURN_IF_ERROR(pipeline::reads_only_targets(*method) ? deferred->materialize(tensors, targets)
-                                                                         : deferred->materialize(tensors));
-      if (method->writes() == PostLoadWrites::may_write_in_place)
+        SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
+                                                                : deferred->materialize(tensors));
+      if (properties.writes == PostLoadWrites::may_write_in_place)
         for (auto& name : targets) written_in_place.insert(std::move(name));
       return method->apply(tensors);
     });
@@ -368,16 +362,17 @@ struct LoadEnd {
 Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
                                        Publication& publication, std::optional<DerivedBuffers>& derived,
                                        LoadEnd& end) {
-  LoadContext load{plan, store, nullptr, ineligibility(store, plan), report, {}};
+  pipeline::Eligibility eligible = pipeline::eligibility(store, plan);
   std::optional<Key> key;
-  if (load.ineligible.empty()) {
+  if (eligible) {
     StageTimer stage(report, "key");
     auto k = guarded([&] { return key_for_plan(*store, plan); });
     stage.done();
     if (k) key = std::move(*k);
-    else load.ineligible = "the checkpoint cannot be identified: " + k.status().message();
+    else eligible = pipeline::unidentified_checkpoint(k.status());
   }
-  if (key) load.key = &*key;
+  report.not_cached = eligible.not_cached;
+  LoadContext load{plan, store, key ? &*key : nullptr, eligible.reason, report, {}};
 
   std::optional<pipeline::GroupAgreement> agreement;
   if (plan.group) agreement.emplace(*plan.group, report, pipeline::group_identity(plan, *plan.group));

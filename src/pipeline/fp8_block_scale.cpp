@@ -1,7 +1,6 @@
 // FP8 e4m3fn weights with one float32 scale per 128x128 block.
 #include <algorithm>
 
-#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -13,8 +12,7 @@
 namespace snapcache {
 namespace {
 
-class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
-                                public pipeline::BuiltInMethod {
+class Fp8BlockScale final : public PostLoadMethod {
  public:
   Fp8BlockScale(std::int64_t rows, std::int64_t cols) : rows_(rows), cols_(cols) {}
   std::string name() const override { return fmt::format("fp8-block-scale({}x{})", rows_, cols_); }
@@ -24,17 +22,27 @@ class Fp8BlockScale final : public PostLoadMethod, public pipeline::ReadsOnlyTar
     return pipeline::weight_scale_pairs(tensors, at::kFloat8_e4m3fn);
   }
 
-  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
-  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place, and
+  // only the targets are read. Block-scaled GEMM kernels read 128x128 blocks; that limit is stated
+  // here once, and apply() and the GPU retention tier both read it.
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = PostLoadWrites::new_storages_only;
+    p.reads_only_targets = true;
+    p.built_in = true;
+    if (rows_ != 128 || cols_ != 128)
+      p.unsupported = fmt::format("{}x{} scale blocks are not supported (only 128x128)", rows_, cols_);
+    return p;
+  }
 
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);
+    const std::string unsupported = properties().unsupported;
     for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
       at::Tensor& w = *pipeline::find(tensors, t[i]);
       at::Tensor& s = *pipeline::find(tensors, t[i + 1]);
-      if (rows_ != 128 || cols_ != 128)
-        return Status(StatusCode::unsupported,
-                      fmt::format("tensor '{}': {}x{} scale blocks are not supported (only 128x128)", t[i], rows_, cols_));
+      if (!unsupported.empty())
+        return Status(StatusCode::unsupported, fmt::format("tensor '{}': {}", t[i], unsupported));
       if (w.dim() != 2 || !w.is_contiguous())
         return Status(StatusCode::unsupported,
                       fmt::format("tensor '{}': fp8 block-scaled weights must be row-major [N, K], got {} with strides {}",

@@ -2,7 +2,6 @@
 #include <algorithm>
 
 #include "snapcache/version.h"
-#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -13,8 +12,7 @@
 namespace snapcache {
 namespace {
 
-class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
-                                public pipeline::BuiltInMethod {
+class Int8RowScale final : public PostLoadMethod {
  public:
   explicit Int8RowScale(WeightLayout layout) : layout_(layout) {}
   std::string name() const override {
@@ -26,8 +24,15 @@ class Int8RowScale final : public PostLoadMethod, public pipeline::ReadsOnlyTarg
     return pipeline::weight_scale_pairs(tensors, at::kChar);
   }
 
-  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
-  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place, and
+  // only the targets are read.
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = PostLoadWrites::new_storages_only;
+    p.reads_only_targets = true;
+    p.built_in = true;
+    return p;
+  }
 
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);

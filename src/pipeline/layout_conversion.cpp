@@ -1,6 +1,5 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
 #include "snapcache/version.h"
-#include "pipeline/built_in_method.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -26,8 +25,7 @@ std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensor
 
 namespace {
 
-class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnlyTargets,
-                                public pipeline::BuiltInMethod {
+class LayoutConversion final : public PostLoadMethod {
  public:
   LayoutConversion(std::vector<std::string> suffixes, WeightLayout layout)
       : suffixes_(std::move(suffixes)), layout_(layout) {}
@@ -50,8 +48,15 @@ class LayoutConversion final : public PostLoadMethod, public pipeline::ReadsOnly
     return out;
   }
 
-  // Results are views of the inputs or fresh contiguous copies; nothing is written in place.
-  PostLoadWrites writes() const override { return PostLoadWrites::new_storages_only; }
+  // Results are views of the inputs or fresh contiguous copies; nothing is written in place, and
+  // only the targets are read.
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = PostLoadWrites::new_storages_only;
+    p.reads_only_targets = true;
+    p.built_in = true;
+    return p;
+  }
 
   Status apply(NamedTensors& tensors) const override {
     for (const auto& name : targets(tensors)) {

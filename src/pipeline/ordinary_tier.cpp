@@ -24,7 +24,7 @@ class OrdinaryTier final : public Tier {
 
     StageTimer complete(load.report, "completeness");
     if (Status st = check_completeness(*tensors, plan.expected); !st)
-      return complete.fail(st.with_context("ordinary loader output"));
+      return complete.fail(st);
     complete.done();
     return TierAnswer::served(std::move(*tensors), Residence::host, Provenance::source,
                               "read from the checkpoint by the ordinary loader");

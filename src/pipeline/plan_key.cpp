@@ -13,6 +13,8 @@ Key pipeline::key_with_checkpoint(const LoadPlan& plan, std::vector<CheckpointFi
   key.topology = plan.topology;
   key.component = plan.component;
   key.options = plan.options;
+  // Weights that come from no file are identified by what the caller says identifies them.
+  if (!plan.weights_identity.empty()) key.options["snapcache.weights_identity"] = plan.weights_identity;
   return key;
 }
 
@@ -21,7 +23,7 @@ Result<Key> key_for_plan(Store& store, const LoadPlan& plan) {
   if (!files) return files.status();
   // An unavailable store keeps no memo and falls back whatever the key: reading every checkpoint
   // byte for it would only slow the load down.
-  if (plan.hash_checkpoint_contents && store.unavailable_reason().empty()) {
+  if (plan.hash_checkpoint_contents && store.unavailable().is_ok()) {
     DigestMemo memo = store.digest_memo();
     SNAPCACHE_RETURN_IF_ERROR(memo.fill_digests(*files));
   }

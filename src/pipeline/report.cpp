@@ -47,8 +47,10 @@ std::string LoadReport::summary() const {
     stages_text += fmt::format("{} {:.0f} ms{}", s.stage, s.seconds * 1e3, s.error.empty() ? "" : " (failed)");
   }
   const std::string checked = integrity();
-  return fmt::format("{} in {:.2f} s ({}){}{}{}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
-                     reason, checked.empty() ? "" : "; ", checked);
+  std::string noted;
+  for (const auto& n : notes) noted += "; " + n;
+  return fmt::format("{} in {:.2f} s ({}){}{}{}{}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
+                     reason, checked.empty() ? "" : "; ", checked, noted);
 }
 
 std::vector<std::string> LoadReport::table_lines() const {

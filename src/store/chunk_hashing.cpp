@@ -71,17 +71,31 @@ std::string describe_damage(const std::vector<DamagedChunk>& damaged) {
   return s;
 }
 
-ByteRange chunk_range(const DataFile& file, std::uint64_t chunk) {
-  const std::uint64_t offset = chunk * file.chunk_size;
-  return {offset, std::min(file.chunk_size, file.size - offset)};
+namespace {
+
+Status damaged_chunk(const DataFile& file, std::uint64_t chunk, const std::vector<std::string>* tensors) {
+  const auto [offset, size] = chunk_range(file, chunk);
+  if (tensors != nullptr) return Status(StatusCode::damaged, describe_damage({{file.name, chunk, offset, size, *tensors}}));
+  return Status(StatusCode::damaged,
+                fmt::format("{} chunk {} (bytes {}..{}) failed its checksum", file.name, chunk, offset, offset + size));
+}
+
+bool matches(const DataFile& file, std::uint64_t chunk, std::uint64_t digest) {
+  return chunk < file.chunk_hashes.size() && digest == file.chunk_hashes[chunk];
+}
+
+}  // namespace
+
+Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest) {
+  return matches(file, chunk, digest) ? Status::ok() : damaged_chunk(file, chunk, nullptr);
 }
 
 Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest) {
   const DataFile& df = manifest.files.at(file);
-  if (digest == df.chunk_hashes.at(chunk)) return Status::ok();
+  if (matches(df, chunk, digest)) return Status::ok();
   const auto [offset, size] = chunk_range(df, chunk);
-  return Status(StatusCode::damaged,
-                describe_damage({{df.name, chunk, offset, size, format::tensors_in_range(manifest, file, offset, size)}}));
+  const std::vector<std::string> tensors = format::tensors_in_range(manifest, file, offset, size);
+  return damaged_chunk(df, chunk, &tensors);
 }
 
 }  // namespace snapcache::store

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "format/chunk_layout.h"
 #include "snapcache/maintenance.h"
 
 namespace snapcache::store {
@@ -27,15 +28,15 @@ RehashResult rehash_files(FileSystem& fs, const Manifest& manifest, const std::v
 
 std::string describe_damage(const std::vector<DamagedChunk>& damaged);
 
-// The rule every chunk checksum follows: chunk `chunk` of `file` covers bytes
-// [chunk * chunk_size, min((chunk + 1) * chunk_size, size)) and its checksum is their XXH3-64.
-struct ByteRange {
-  std::uint64_t offset = 0;
-  std::uint64_t size = 0;
-};
-ByteRange chunk_range(const DataFile& file, std::uint64_t chunk);
-// ok when `digest` (of the bytes chunk_range names) is the manifest's checksum for that chunk;
-// otherwise damaged, naming the file, the chunk, its bytes and the tensors in it.
+// The chunk rule (format/chunk_layout.h), and the one check of a chunk against its checksum.
+using format::ByteRange;
+using format::chunk_count;
+using format::chunk_range;
+// ok when `digest` (of the bytes chunk_range names) is the file's checksum for that chunk;
+// otherwise damaged, naming the file, the chunk and its bytes (the caller that has no manifest,
+// the GPU upload's staging, cannot name the tensors in it).
+Status check_chunk(const DataFile& file, std::uint64_t chunk, std::uint64_t digest);
+// The same, naming the tensors of `manifest` in the chunk.
 Status check_chunk(const Manifest& manifest, std::uint32_t file, std::uint64_t chunk, std::uint64_t digest);
 
 }  // namespace snapcache::store

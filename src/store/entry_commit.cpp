@@ -145,18 +145,13 @@ PublishOutcome& EntryCommit::finish(PublishResult result, Status status) {
                            out_.seconds > 0 ? static_cast<double>(out_.bytes) / out_.seconds / 1e9 : 0.0));
   else
     log(level, fmt::format("publish {}: {} ({})", component_, to_string(result), out_.status.to_string()));
-  if (store_.config().enabled() && store_.unavailable().is_ok())
-    bump_counter(store_.config().directory, counter_of(result));
+  if (store_.usable()) bump_counter(store_.config().directory, counter_of(result));
   return out_;
 }
 
 bool EntryCommit::takes_entries() {
-  if (!store_.config().enabled()) {
-    finish(PublishResult::skipped, {StatusCode::disabled, "the cache is disabled by configuration"});
-    return false;
-  }
-  if (!store_.unavailable()) {
-    finish(PublishResult::skipped, store_.unavailable());
+  if (Status usable = store_.usable(); !usable) {
+    finish(PublishResult::skipped, usable);
     return false;
   }
   return true;

@@ -1,4 +1,7 @@
-// Checks an entry against the layout the caller expects, before any tensor is handed out.
+// The one check of tensors against the layout a caller declares, before any tensor is handed out:
+// a cold load's output (the ordinary loader's), a warm load's entry and a donor's prepared weights
+// all pass through it, so the rules (names, dtypes, shapes, strides, storage sharing) cannot
+// drift apart between the paths. Every problem is collected, so one run names them all.
 #include "util/fmt.h"
 
 #include <map>
@@ -10,7 +13,8 @@
 namespace snapcache {
 namespace {
 
-Status mismatch(std::string why) { return {StatusCode::mismatch, std::move(why)}; }
+// Problems named in one message; the rest are counted.
+constexpr std::size_t kNamedProblems = 8;
 
 std::int64_t element_count(const std::vector<std::int64_t>& sizes) {
   std::int64_t n = 1;
@@ -26,8 +30,10 @@ Status check_expected_layout(const Manifest& manifest, const ExpectedLayout& exp
 
 Status check_expected_layout(const std::vector<TensorRecord>& tensors, const ExpectedLayout& expected,
                              std::string_view source, ShapeCheck shapes) {
+  std::vector<std::string> problems;
   std::map<std::string_view, const TensorRecord*> stored;
-  for (const auto& t : tensors) stored[t.name] = &t;
+  for (const auto& t : tensors)
+    if (!stored.emplace(t.name, &t).second) problems.push_back(fmt::format("tensor '{}' appears twice in {}", t.name, source));
 
   std::set<std::string_view> expected_names;
   std::map<std::string_view, std::uint32_t> group_storage;
@@ -35,32 +41,42 @@ Status check_expected_layout(const std::vector<TensorRecord>& tensors, const Exp
   for (const auto& e : expected) {
     expected_names.insert(e.name);
     auto it = stored.find(e.name);
-    if (it == stored.end()) return mismatch(fmt::format("tensor '{}' is missing from {}", e.name, source));
+    if (it == stored.end()) {
+      problems.push_back(fmt::format("tensor '{}' is missing from {}", e.name, source));
+      continue;
+    }
     const TensorRecord& t = *it->second;
     if (t.dtype != e.dtype)
-      return mismatch(fmt::format("tensor '{}': dtype {} in {}, {} expected", e.name, dtype_name(t.dtype), source,
-                                  dtype_name(e.dtype)));
+      problems.push_back(fmt::format("tensor '{}': dtype {} in {}, {} expected", e.name, dtype_name(t.dtype), source,
+                                     dtype_name(e.dtype)));
     if (shapes == ShapeCheck::exact ? t.sizes != e.sizes : element_count(t.sizes) != element_count(e.sizes))
-      return mismatch(fmt::format("tensor '{}': shape {} in {}, {} expected", e.name, format_dims(t.sizes), source,
-                                  format_dims(e.sizes)));
-    if (shapes == ShapeCheck::exact && e.strides && t.strides != *e.strides)
-      return mismatch(fmt::format("tensor '{}': strides {} in {}, {} expected", e.name, format_dims(t.strides), source,
-                                  format_dims(*e.strides)));
+      problems.push_back(fmt::format("tensor '{}': shape {} in {}, {} expected", e.name, format_dims(t.sizes), source,
+                                     format_dims(e.sizes)));
+    else if (shapes == ShapeCheck::exact && e.strides && t.strides != *e.strides)
+      problems.push_back(fmt::format("tensor '{}': strides {} in {}, {} expected", e.name, format_dims(t.strides),
+                                     source, format_dims(*e.strides)));
     if (!e.alias_group.empty()) {
       auto [g, new_group] = group_storage.emplace(e.alias_group, t.storage);
       if (!new_group && g->second != t.storage)
-        return mismatch(fmt::format("tensor '{}' should share storage with the other tensors of group '{}'",
-                                    e.name, e.alias_group));
+        problems.push_back(fmt::format("tensor '{}' should share storage with the other tensors of group '{}' in {}",
+                                       e.name, e.alias_group, source));
       auto [s, new_storage] = storage_group.emplace(t.storage, e.alias_group);
       if (!new_storage && s->second != e.alias_group)
-        return mismatch(fmt::format("tensor '{}' shares a storage with tensors of group '{}' but should not",
-                                    e.name, s->second));
+        problems.push_back(fmt::format("tensor '{}' shares a storage with tensors of group '{}' in {} but should not",
+                                       e.name, s->second, source));
     }
   }
   for (const auto& t : tensors)
-    if (!expected_names.count(t.name))
-      return mismatch(fmt::format("{} has tensor '{}' which is not expected", source, t.name));
-  return Status::ok();
+    if (!expected_names.count(t.name)) problems.push_back(fmt::format("{} has tensor '{}', which is not expected", source, t.name));
+
+  if (problems.empty()) return Status::ok();
+  if (problems.size() == 1) return Status(StatusCode::mismatch, problems.front());
+  std::vector<std::string> named(problems.begin(), problems.begin() + std::min(problems.size(), kNamedProblems));
+  return Status(StatusCode::mismatch,
+                fmt::format("{} problems with the layout of {}: {}{}", problems.size(), source, fmt::join(named, "; "),
+                            problems.size() > kNamedProblems
+                                ? fmt::format("; and {} more", problems.size() - kNamedProblems)
+                                : ""));
 }
 
 }  // namespace snapcache

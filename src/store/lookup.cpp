@@ -111,8 +111,8 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     if (unavailable_.is_ok()) count_outcome(config_.directory, key, out);
     return out;
   };
-  if (!config_.enabled()) return finish(LookupResult::disabled, "the cache is disabled by configuration");
-  if (!unavailable_) return finish(LookupResult::fallback, unavailable_.message());
+  if (Status u = usable(); !u)
+    return finish(u.code() == StatusCode::disabled ? LookupResult::disabled : LookupResult::fallback, u.message());
 
   const std::string path = entry_path(out.entry_id);
   auto st = fs_->stat(path);

@@ -18,8 +18,10 @@
 #include "snapcache/store.h"
 #include "snapcache/text.h"
 #include "snapcache/version.h"
+#include "store/chunk_hashing.h"
 #include "store/entry_commit.h"
 #include "store/layout.h"
+#include "util/align.h"
 #include "util/clock.h"
 #include "util/file_io.h"
 #include "util/hash.h"
@@ -28,7 +30,7 @@
 namespace snapcache {
 namespace {
 
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+using util::align_up;
 
 std::string host_name() {
   std::array<char, 256> buf{};
@@ -43,8 +45,9 @@ Result<std::uint64_t> write_chunk(FileSystem& fs, int fd, const DataFile& file,
                                   const std::vector<StorageRecord>& layout,
                                   std::span<const StorageSource> sources, std::uint64_t chunk) {
   static const std::array<char, kStorageAlignment> zeros{};
-  const std::uint64_t begin = chunk * file.chunk_size;
-  const std::uint64_t end = std::min(begin + file.chunk_size, file.size);
+  const format::ByteRange range = format::chunk_range(file, chunk);
+  const std::uint64_t begin = range.offset;
+  const std::uint64_t end = range.offset + range.size;
   util::Hasher64 hasher;
   auto emit = [&](const void* data, std::uint64_t size, std::uint64_t offset) -> Status {
     hasher.update(data, size);
@@ -92,7 +95,7 @@ Result<Manifest> plan_manifest(const Key& key, std::span<const StorageSource> so
   }
   file.size = offset;
   file.identity.size = offset;
-  file.chunk_hashes.resize((file.size + file.chunk_size - 1) / file.chunk_size);
+  file.chunk_hashes.resize(format::chunk_count(file));
   m.files.push_back(file);
   m.tensors = std::move(tensors);
   if (Status st = format::validate_layout(m); !st)

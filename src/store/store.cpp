@@ -198,6 +198,11 @@ std::shared_ptr<Store> Store::open_for_loading(const Result<Config>& config, std
   return store;
 }
 
+Status Store::usable() const {
+  if (!config_.enabled()) return Status(StatusCode::disabled, "the cache is disabled by configuration");
+  return unavailable_;
+}
+
 DigestMemo Store::digest_memo() const {
   return DigestMemo(fs_, config_.directory + "/" + store::kDigestsFile);
 }

@@ -5,7 +5,7 @@
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "support/catch.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 using namespace snapcache::test;

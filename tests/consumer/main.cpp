@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   snapcache::LoadPlan plan;
   plan.component = "consumer";
   plan.source_identity = "consumer-v1";
+  // No checkpoint file: the key names the weights instead (a load that names neither is not cached).
+  plan.weights_identity = "arange(12) as 3x4 float32";
   plan.dtype = "float32";
   plan.expected = {{"w", snapcache::DType::float32, {3, 4}, std::nullopt, "a"},
                    {"w.t", snapcache::DType::float32, {4, 3}, std::nullopt, "a"}};

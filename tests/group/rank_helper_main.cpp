@@ -38,7 +38,7 @@
 #include "dit_model.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/rank_group.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 

@@ -14,6 +14,7 @@
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/printable.h"
+#include "support/captured_stderr.h"
 
 using namespace snapcache;
 
@@ -381,23 +382,13 @@ TEST_CASE("the default log sink prints a failed load's lines one by one, escaped
   plan.ordinary_loader = [reason](const LoadPlan&) -> Result<NamedTensors> {
     return Status(StatusCode::invalid_argument, reason);
   };
-  const std::string file = f.dir / "stderr";
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  REQUIRE(saved >= 0);
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::dup2(fd, STDERR_FILENO) == STDERR_FILENO);
-  ::close(fd);
+  test::CapturedStderr captured;
   const LogLevel before = log_level();
   set_log_level(LogLevel::info);
   auto loaded = load_model(store.get(), plan);
   set_log_level(before);
-  std::fflush(stderr);
-  REQUIRE(::dup2(saved, STDERR_FILENO) == STDERR_FILENO);
-  ::close(saved);
+  const std::string text = captured.text();
   REQUIRE_FALSE(loaded.is_ok());
-  const std::string text = test::read_bytes(file);
   INFO(printable(text));
   std::size_t lines = 0, forged = 0, stages = 0;
   for (std::size_t start = 0; start < text.size();) {

@@ -12,7 +12,7 @@
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
 #include "snapcache/maintenance.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 
@@ -159,13 +159,15 @@ TEST_CASE("ineligible loads take the ordinary path and say why", "[pipeline]") {
   auto store = f.store();
   LoadedModel ref = f.reference();
   CHECK(ref.report.reason == "no cache store is configured");
+  CHECK(ref.report.not_cached == NotCached::no_store);
   LoadPlan opt_out = f.plan();
-  opt_out.cache = CachePolicy::opt_out;
+  opt_out.no_cache_reason = "the caller opted out of caching";
   auto a = load_model(store.get(), opt_out);
   CHECK(a->report.path == LoadPath::ineligible);
   CHECK(a->report.reason == "the caller opted out of caching");
+  CHECK(a->report.not_cached == NotCached::opted_out);
   LoadPlan adapter = f.plan();
-  adapter.ineligible_reason = "fused LoRA adapter checkpoint";
+  adapter.no_cache_reason = "fused LoRA adapter checkpoint";
   auto b = load_model(store.get(), adapter);
   CHECK(b->report.path == LoadPath::ineligible);
   CHECK(b->report.reason == "fused LoRA adapter checkpoint");
@@ -175,8 +177,51 @@ TEST_CASE("ineligible loads take the ordinary path and say why", "[pipeline]") {
   auto c = load_model(disabled.get(), f.plan());
   CHECK(c->report.path == LoadPath::ineligible);
   CHECK(c->report.reason.find("disabled") != std::string::npos);
+  CHECK(c->report.not_cached == NotCached::disabled);
   CHECK(list_entries(*store).value().empty());
   for (auto* m : {&*a, &*b, &*c}) CHECK(demo::identical(ref, *m));
+}
+
+TEST_CASE("a plan whose key names no weights or no loader is not cached, so two loaders never share an entry",
+          "[pipeline]") {
+  // Two loaders of different weights under one key: without the rule the second load was served
+  // the first one's weights, as a hit.
+  Fixture f;
+  auto store = f.store();
+  auto constant_loader = [](float value) {
+    return [value](const LoadPlan&) -> Result<NamedTensors> { return NamedTensors{{"w", at::full({4}, value)}}; };
+  };
+  LoadPlan plan;
+  plan.component = "generated";
+  plan.expected = {{"w", DType::float32, {4}, std::nullopt, ""}};
+  plan.source_identity = "v1";
+  plan.ordinary_loader = constant_loader(1.0F);
+  auto first = load_model(store.get(), plan);
+  REQUIRE(first.is_ok());
+  CHECK(first->report.path == LoadPath::ineligible);
+  CHECK(first->report.not_cached == NotCached::no_checkpoint_identity);
+  CHECK(first->report.reason.find("weights_identity") != std::string::npos);
+  plan.ordinary_loader = constant_loader(2.0F);
+  auto second = load_model(store.get(), plan);
+  REQUIRE(second.is_ok());
+  CHECK(second->report.path == LoadPath::ineligible);
+  CHECK(second->weights.front().second[0].item<float>() == 2.0F);
+  CHECK(list_entries(*store).value().empty());
+
+  // Saying what identifies the weights makes the load cacheable, under that identity.
+  plan.weights_identity = "generated-2.0";
+  auto named = load_model(store.get(), plan);
+  REQUIRE(named.is_ok());
+  CHECK(named->report.path == LoadPath::miss);
+  CHECK_FALSE(named->report.not_cached.has_value());
+
+  // A checkpoint but no loader identity: a changed loader would be served the old weights.
+  LoadPlan anonymous = f.plan();
+  anonymous.source_identity.clear();
+  auto a = load_model(store.get(), anonymous);
+  REQUIRE(a.is_ok());
+  CHECK(a->report.path == LoadPath::ineligible);
+  CHECK(a->report.not_cached == NotCached::no_loader_identity);
 }
 
 TEST_CASE("derived buffers keep their addresses and get the right values after cold and warm loads and reloads",
@@ -232,6 +277,48 @@ TEST_CASE("an ordinary loader that does not produce the declared tensors is an e
   REQUIRE_FALSE(loaded.is_ok());
   CHECK(loaded.status().message().find("'final_norm.weight' is missing") != std::string::npos);
   CHECK(list_entries(*store).value().empty());  // nothing incomplete was published
+}
+
+TEST_CASE("a cold load that breaks a declared alias group is refused before anything is published", "[pipeline]") {
+  // The warm check refuses an entry whose tensors break a declared alias group; the cold check is
+  // the same check, so such a loader output is an error at once, never an entry that every warm
+  // lookup then refuses.
+  Fixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  REQUIRE(plan.expected.size() >= 2);
+  plan.expected[0].alias_group = "tied";
+  plan.expected[1].alias_group = "tied";  // declared to share one storage; the loader gives two
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == StatusCode::mismatch);
+  CHECK(loaded.status().message().find("should share storage with the other tensors of group 'tied'") !=
+        std::string::npos);
+  CHECK(list_entries(*store).value().empty());
+}
+
+TEST_CASE("every tensor that does not fit the declared layout is named in one error", "[pipeline]") {
+  Fixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  REQUIRE(plan.expected.size() >= 3);
+  const std::string dtype_changed = plan.expected[0].name;
+  const std::string shape_changed = plan.expected[1].name;
+  plan.expected[0].dtype = plan.expected[0].dtype == DType::float64 ? DType::float32 : DType::float64;
+  plan.expected[1].sizes.push_back(1);
+  ExpectedTensor absent;
+  absent.name = "not.in.the.checkpoint";
+  absent.sizes = {4};
+  plan.expected.push_back(absent);
+  auto loaded = load_model(store.get(), plan);
+  REQUIRE_FALSE(loaded.is_ok());
+  const std::string why = loaded.status().message();
+  INFO(why);
+  CHECK(why.find("3 problems") != std::string::npos);
+  CHECK(why.find("tensor '" + dtype_changed + "': dtype") != std::string::npos);
+  CHECK(why.find("tensor '" + shape_changed + "': shape") != std::string::npos);
+  CHECK(why.find("tensor 'not.in.the.checkpoint' is missing") != std::string::npos);
+  CHECK(list_entries(*store).value().empty());
 }
 
 TEST_CASE("a checkpoint path that changes during the ordinary load is never published under the old key",

@@ -15,7 +15,7 @@
 #include "gpu/staging.h"
 #include "snapcache/gpu_upload.h"
 #include "snapcache/maintenance.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 #include "util/hash.h"
 
 using namespace snapcache;
@@ -319,7 +319,9 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     for (const auto& unit : bad->units)
       if (Status st = gpu::stage_unit(*bad, unit, read.data(), convert.data(), sink); !st) failed = st;
     CHECK(failed.code() == StatusCode::damaged);
-    CHECK(failed.message().find("chunk 1 of data-") != std::string::npos);
+    // The store's words for a damaged chunk (store::check_chunk): the file, the chunk, its bytes.
+    CHECK(failed.message().find("data-0000.bin chunk 1 (bytes ") == 0);
+    CHECK(failed.message().find("failed its checksum") != std::string::npos);
   }
 
   SECTION("a matrix row too long for the buffer is refused, not split") {

@@ -50,7 +50,7 @@
 #include "snapcache/archive.h"
 #include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 

@@ -7,6 +7,7 @@
 
 #include "snapcache/log.h"
 #include "snapcache/printable.h"
+#include "support/captured_stderr.h"
 #include "support/catch.h"
 #include "support/temp_dir.h"
 
@@ -45,24 +46,13 @@ TEST_CASE("printable escapes what a terminal acts on and keeps the rest", "[prin
 }
 
 TEST_CASE("the default log sink writes each message as one escaped line on stderr", "[printable][log]") {
-  test::TempDir dir;
-  const std::string file = dir / "stderr";
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  REQUIRE(saved >= 0);
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::dup2(fd, STDERR_FILENO) == STDERR_FILENO);
-  ::close(fd);
+  test::CapturedStderr captured;
   const LogLevel before = log_level();
   set_log_level(LogLevel::info);
   log(LogLevel::warn, "entry 0123 is damaged (tensor 'w\x1b]0;owned\x07\nsnapcache[info] load dit: hit'); removing it");
   log_to_stderr(LogLevel::info, "second\r\x1b[2K");
   set_log_level(before);
-  std::fflush(stderr);
-  REQUIRE(::dup2(saved, STDERR_FILENO) == STDERR_FILENO);
-  ::close(saved);
-  CHECK(test::read_bytes(file) ==
+  CHECK(captured.text() ==
         "snapcache[warn] entry 0123 is damaged (tensor 'w\\x1b]0;owned\\x07\\nsnapcache[info] load dit: hit'); "
         "removing it\n"
         "snapcache[info] second\\r\\x1b[2K\n");

@@ -11,7 +11,7 @@
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 using namespace snapcache;
 

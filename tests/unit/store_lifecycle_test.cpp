@@ -8,7 +8,7 @@
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 #include "util/file_io.h"
 
 using namespace snapcache;

@@ -2,6 +2,10 @@
 #include "snapcache/text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string_view>
+#include <type_traits>
 
 namespace snapcache::cli {
 
@@ -52,29 +56,92 @@ std::string describe_entry(const EntryInfo& e) {
                      topology_text(k.topology), state_text(e));
 }
 
+namespace {
+
+// A key record as JSON, walking its field list (snapcache/key.h).
+struct ToJson {
+  json& out;
+  template <class Value>
+  void operator()(const char* name, const Value& value) const {
+    out[name] = value;
+  }
+  void operator()(const char* name, const std::vector<CheckpointFile>& files) const {
+    json list = json::array();
+    for (const auto& f : files) list.push_back(of(f));
+    out[name] = std::move(list);
+  }
+  template <FieldRecord Record>
+  void operator()(const char* name, const Record& record) const {
+    out[name] = of(record);
+  }
+  template <FieldRecord Record>
+  static json of(const Record& record) {
+    json j = json::object();
+    for_each_field(record, ToJson{j});
+    return j;
+  }
+};
+
+}  // namespace
+
 json key_json(const Key& key) {
-  json files = json::array();
-  for (const auto& f : key.checkpoint)
-    files.push_back({{"path", f.path},
-                     {"size", f.size},
-                     {"mtime_ns", f.mtime_ns},
-                     {"ctime_ns", f.ctime_ns},
-                     {"device", f.device},
-                     {"inode", f.inode},
-                     {"content_digest", f.content_digest}});
-  return {{"id", key_id(key)},
-          {"format_version", kFormatVersion},
-          {"component", key.component},
-          {"checkpoint", files},
-          {"source_identity", key.source_identity},
-          {"torch", {{"version", key.torch.version}, {"cuda_version", key.torch.cuda_version},
-                     {"cxx_abi", key.torch.cxx_abi}}},
-          {"dtype", key.dtype},
-          {"precision_policy", key.precision_policy},
-          {"topology", {{"tp_rank", key.topology.tp_rank}, {"tp_size", key.topology.tp_size},
-                        {"pp_rank", key.topology.pp_rank}, {"pp_size", key.topology.pp_size},
-                        {"extra", key.topology.extra}}},
-          {"options", key.options}};
+  json j = {{"id", key_id(key)}, {"format_version", kFormatVersion}};
+  j.update(ToJson::of(key));
+  return j;
+}
+
+namespace {
+
+std::string shown(const std::string& v) { return v.empty() ? std::string("''") : v; }
+
+// A key record as `inspect` rows, walking its field list (snapcache/key.h).
+struct Rows {
+  std::vector<std::pair<std::string, std::string>>& rows;
+  std::string prefix;
+  void operator()(const char* name, const std::string& v) const { rows.emplace_back(prefix + name, shown(v)); }
+  template <class Number>
+    requires std::is_arithmetic_v<Number>
+  void operator()(const char* name, Number v) const {
+    rows.emplace_back(prefix + name, std::to_string(v));
+  }
+  void operator()(const char* name, const std::map<std::string, std::string>& m) const {
+    // Entries of a map are named under its owner, as key diffs name them: "options.adapter".
+    const std::string owner = prefix.empty() ? std::string(name) : prefix.substr(0, prefix.size() - 1);
+    if (m.empty() && prefix.empty()) rows.emplace_back(owner, "(none)");
+    for (const auto& [k, v] : m) rows.emplace_back(owner + "." + k, v);
+  }
+  void operator()(const char*, const std::vector<CheckpointFile>& files) const {
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const CheckpointFile& f = files[i];
+      const std::string index = fmt::format("checkpoint[{}]", i);
+      if (f.keyed_by_content()) {  // its bytes are its identity, wherever they lie
+        rows.emplace_back(index, "content digest " + f.content_digest);
+        rows.emplace_back("", fmt::format("size {} (keyed by content: any path with these bytes hits)", f.size));
+        continue;
+      }
+      rows.emplace_back(index, f.path);
+      std::vector<std::string> stats;
+      for_each_field(f, [&](const char* field, const auto& v) {
+        if constexpr (std::is_arithmetic_v<std::decay_t<decltype(v)>>) stats.push_back(fmt::format("{} {}", field, v));
+      });
+      rows.emplace_back("", fmt::format("{}", fmt::join(stats, ", ")));
+    }
+  }
+  template <FieldRecord Record>
+  void operator()(const char* name, const Record& record) const {
+    for_each_field(record, Rows{rows, prefix + name + "."});
+  }
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> key_rows(const Key& key) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("component", shown(key.component));
+  for_each_field(key, [&](const char* name, const auto& v) {
+    if (std::string_view(name) != "component") Rows{rows, ""}(name, v);
+  });
+  return rows;
 }
 
 json holders_json(const std::vector<int>& pids) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "output.h"
@@ -21,6 +22,9 @@ std::string state_text(const EntryInfo& entry);
 std::string describe_entry(const EntryInfo& entry);
 
 json key_json(const Key& key);
+// The key as `inspect` shows it: one row per field, named as key diffs name them
+// ("torch.version", "topology.tp_rank", "options.adapter").
+std::vector<std::pair<std::string, std::string>> key_rows(const Key& key);
 json holders_json(const std::vector<int>& pids);
 // The fields `ls --json` gives for each entry (inspect adds more).
 json entry_summary_json(const EntryInfo& entry);

@@ -17,7 +17,7 @@ struct Command {
 // --dir, --config and --json (when the command prints something a script may read).
 void add_common_options(CLI::App& command, GlobalOptions& options);
 
-// CLI11 validators that reject what util/units.h cannot parse, with its message.
+// CLI11 validators that reject what parse_size/parse_age_seconds (snapcache/text.h) cannot parse, with its message.
 CLI::Validator size_validator();
 CLI::Validator age_validator();
 std::uint64_t parse_size_arg(const std::string& text);

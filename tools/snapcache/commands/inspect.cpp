@@ -87,25 +87,7 @@ json inspect_json(const EntryInfo& e) {
 void print_key(const Key& k) {
   Table t({}, "  ");
   t.add({"id", key_id(k)});
-  t.add({"component", k.component.empty() ? "''" : k.component});
-  for (std::size_t i = 0; i < k.checkpoint.size(); ++i) {
-    const auto& f = k.checkpoint[i];
-    if (f.keyed_by_content()) {  // its bytes are its identity, wherever they lie
-      t.add({fmt::format("checkpoint[{}]", i), "content digest " + f.content_digest});
-      t.add({"", fmt::format("size {} (keyed by content: any path with these bytes hits)", f.size)});
-      continue;
-    }
-    t.add({fmt::format("checkpoint[{}]", i), f.path});
-    t.add({"", fmt::format("size {}, mtime_ns {}, ctime_ns {}, device {}, inode {}", f.size, f.mtime_ns, f.ctime_ns,
-                           f.device, f.inode)});
-  }
-  t.add({"source_identity", k.source_identity.empty() ? "''" : k.source_identity});
-  t.add({"torch", torch_text(k.torch)});
-  t.add({"dtype", k.dtype.empty() ? "''" : k.dtype});
-  t.add({"precision_policy", k.precision_policy.empty() ? "''" : k.precision_policy});
-  t.add({"topology", topology_text(k.topology)});
-  if (k.options.empty()) t.add({"options", "(none)"});
-  for (const auto& [name, value] : k.options) t.add({"options." + name, value});
+  for (auto& [name, value] : key_rows(k)) t.add({std::move(name), std::move(value)});
   t.print();
 }
 

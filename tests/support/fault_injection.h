@@ -1,4 +1,5 @@
-// A FileSystem that forwards to another one and fails chosen operations on purpose, so tests can
+// Test-only (never in the shipped library). A FileSystem that forwards to another one and fails
+// chosen operations on purpose, so tests can
 // check that every storage failure ends in a clean fallback. It also counts calls and bytes read,
 // which lets tests prove that a warm load did (or did not) rehash data.
 #pragma once
@@ -33,10 +34,12 @@ struct Fault {
   std::string path_contains;    // only calls whose path contains this (path-taking ops only)
 };
 
-class FaultInjectingFileSystem final : public FileSystem {
+// Every call is counted, so it overrides them all; a wrapper of your own (FileSystemWrapper)
+// overrides only the calls it changes.
+class FaultInjectingFileSystem final : public FileSystemWrapper {
  public:
   explicit FaultInjectingFileSystem(std::shared_ptr<FileSystem> base = posix_file_system())
-      : base_(std::move(base)) {}
+      : FileSystemWrapper(std::move(base)) {}
 
   void inject(Fault fault);
   // Every pwrite sleeps this long first: a slow disk, so tests can act while a publication runs.
@@ -52,8 +55,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   std::uint64_t faults_fired() const { return fired_.load(); }
   void reset_counters();
 
-  using FileSystem::open;
-  using FileSystem::stat;
+  using FileSystemWrapper::open;
+  using FileSystemWrapper::stat;
   // The *_at calls count as (and fail like) their path-taking kin: open_directory, list_directory,
   // stat, remove_file or remove_directory, with the name as the path.
   Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) override;
@@ -89,7 +92,6 @@ class FaultInjectingFileSystem final : public FileSystem {
   // Counts the call and returns the fault to apply, if one is due.
   std::optional<Fault> check(FsOp op, const std::string& path = {});
 
-  std::shared_ptr<FileSystem> base_;
   std::mutex mu_;
   std::vector<Armed> faults_;
   std::string after_open_path_;

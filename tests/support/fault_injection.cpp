@@ -1,4 +1,4 @@
-#include "util/fault_injection.h"
+#include "support/fault_injection.h"
 
 #include <thread>
 
@@ -60,7 +60,7 @@ Status injected(const Fault& f, const std::string& what) {
 
 Result<UniqueFd> FaultInjectingFileSystem::open(const std::string& path, OpenMode mode, Follow follow) {
   if (auto f = check(FsOp::open, path)) return injected(*f, path);
-  auto fd = base_->open(path, mode, follow);
+  auto fd = target().open(path, mode, follow);
   std::function<void()> action;
   if (fd) {
     std::lock_guard lock(mu_);
@@ -83,7 +83,7 @@ Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, s
     if (!f->short_write) return injected(*f, "");
     size = std::max<std::size_t>(1, size / 2);  // a short write still makes progress
   }
-  auto n = base_->pwrite(fd, data, size, offset);
+  auto n = target().pwrite(fd, data, size, offset);
   if (n) bytes_written_ += *n;
   return n;
 }
@@ -91,104 +91,104 @@ Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, s
 Result<std::size_t> FaultInjectingFileSystem::pread(int fd, void* data, std::size_t size,
                                                     std::uint64_t offset) {
   if (auto f = check(FsOp::pread)) return injected(*f, "");
-  auto n = base_->pread(fd, data, size, offset);
+  auto n = target().pread(fd, data, size, offset);
   if (n) bytes_read_ += *n;
   return n;
 }
 
 Status FaultInjectingFileSystem::fsync(int fd) {
   if (auto f = check(FsOp::fsync)) return injected(*f, "");
-  return base_->fsync(fd);
+  return target().fsync(fd);
 }
 
 Status FaultInjectingFileSystem::fsync_directory(const std::string& path) {
   if (auto f = check(FsOp::fsync_directory, path)) return injected(*f, path);
-  return base_->fsync_directory(path);
+  return target().fsync_directory(path);
 }
 
 Status FaultInjectingFileSystem::allocate(int fd, std::uint64_t size) {
   if (auto f = check(FsOp::allocate)) return injected(*f, "");
-  return base_->allocate(fd, size);
+  return target().allocate(fd, size);
 }
 
 Status FaultInjectingFileSystem::rename(const std::string& from, const std::string& to) {
   if (auto f = check(FsOp::rename, from + " " + to)) return injected(*f, from);
-  return base_->rename(from, to);
+  return target().rename(from, to);
 }
 
 Status FaultInjectingFileSystem::make_directory(const std::string& path) {
   if (auto f = check(FsOp::make_directory, path)) return injected(*f, path);
-  return base_->make_directory(path);
+  return target().make_directory(path);
 }
 
 Status FaultInjectingFileSystem::remove_file(const std::string& path) {
   if (auto f = check(FsOp::remove_file, path)) return injected(*f, path);
-  return base_->remove_file(path);
+  return target().remove_file(path);
 }
 
 Status FaultInjectingFileSystem::remove_directory(const std::string& path) {
   if (auto f = check(FsOp::remove_directory, path)) return injected(*f, path);
-  return base_->remove_directory(path);
+  return target().remove_directory(path);
 }
 
 Result<FileIdentity> FaultInjectingFileSystem::stat(const std::string& path, Follow follow) {
   if (auto f = check(FsOp::stat, path)) return injected(*f, path);
-  return base_->stat(path, follow);
+  return target().stat(path, follow);
 }
 
 Result<FileIdentity> FaultInjectingFileSystem::fstat(int fd) {
   if (auto f = check(FsOp::fstat)) return injected(*f, "");
-  return base_->fstat(fd);
+  return target().fstat(fd);
 }
 
 Result<std::vector<DirEntry>> FaultInjectingFileSystem::list_directory(const std::string& path) {
   if (auto f = check(FsOp::list_directory, path)) return injected(*f, path);
-  return base_->list_directory(path);
+  return target().list_directory(path);
 }
 
 Result<UniqueFd> FaultInjectingFileSystem::open_directory(const std::string& path) {
   if (auto f = check(FsOp::open_directory, path)) return injected(*f, path);
-  return base_->open_directory(path);
+  return target().open_directory(path);
 }
 
 Result<UniqueFd> FaultInjectingFileSystem::open_directory_at(int dir_fd, const std::string& name) {
   if (auto f = check(FsOp::open_directory, name)) return injected(*f, name);
-  return base_->open_directory_at(dir_fd, name);
+  return target().open_directory_at(dir_fd, name);
 }
 
 Result<std::vector<DirEntry>> FaultInjectingFileSystem::list_directory_at(int dir_fd) {
   if (auto f = check(FsOp::list_directory)) return injected(*f, "");
-  return base_->list_directory_at(dir_fd);
+  return target().list_directory_at(dir_fd);
 }
 
 Result<FileIdentity> FaultInjectingFileSystem::stat_at(int dir_fd, const std::string& name) {
   if (auto f = check(FsOp::stat, name)) return injected(*f, name);
-  return base_->stat_at(dir_fd, name);
+  return target().stat_at(dir_fd, name);
 }
 
 Status FaultInjectingFileSystem::remove_at(int dir_fd, const std::string& name, bool is_directory) {
   if (auto f = check(is_directory ? FsOp::remove_directory : FsOp::remove_file, name)) return injected(*f, name);
-  return base_->remove_at(dir_fd, name, is_directory);
+  return target().remove_at(dir_fd, name, is_directory);
 }
 
 Result<SpaceInfo> FaultInjectingFileSystem::space(const std::string& path) {
   if (auto f = check(FsOp::space, path)) return injected(*f, path);
-  return base_->space(path);
+  return target().space(path);
 }
 
 Result<MappedRegion> FaultInjectingFileSystem::map(int fd, std::size_t size, MapMode mode) {
   if (auto f = check(FsOp::map)) return injected(*f, "");
-  return base_->map(fd, size, mode);
+  return target().map(fd, size, mode);
 }
 
 Status FaultInjectingFileSystem::lock(int fd, LockMode mode, LockWait wait) {
   if (auto f = check(FsOp::lock)) return injected(*f, "");
-  return base_->lock(fd, mode, wait);
+  return target().lock(fd, mode, wait);
 }
 
 Status FaultInjectingFileSystem::touch(int fd) {
   if (auto f = check(FsOp::touch)) return injected(*f, "");
-  return base_->touch(fd);
+  return target().touch(fd);
 }
 
 }  // namespace snapcache
