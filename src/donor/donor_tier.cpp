@@ -1,6 +1,7 @@
 // The consumer's side: attach the prepared weights of plan.device's donor, or say why not.
 #include <set>
 
+#include "pipeline/eligibility.h"
 #include "donor/prepared_layout.h"
 #include "donor/protocol.h"
 #include "gpu/shareable_memory.h"
@@ -35,8 +36,12 @@ class DonorTier final : public Tier {
     const LoadPlan& plan = load.plan;
     if (!plan.device.is_cuda()) return refuse(TierAnswer::skipped("the plan does not load onto a CUDA device"));
     // The load's own eligibility (the executor decided it): a load that must not be cached is not
-    // attached from prepared weights either.
-    if (!load.ineligible.empty()) return refuse(TierAnswer::skipped(load.ineligible));
+    // attached from prepared weights either, except for having no disk store, which the donor does
+    // not need; then the plan's own reasons still apply.
+    const std::optional<NotCached>& not_cached = load.report.not_cached;
+    if (not_cached && *not_cached != NotCached::no_store) return refuse(TierAnswer::skipped(load.ineligible));
+    if (pipeline::Eligibility own = pipeline::plan_eligibility(plan); !own)
+      return refuse(TierAnswer::skipped(own.reason));
     StageTimer stage(load.report, "attach");
     Result<TierAnswer> answer = attach(load);
     if (!answer) {

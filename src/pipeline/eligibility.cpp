@@ -21,6 +21,11 @@ Eligibility eligibility(const Store* store, const LoadPlan& plan) {
   if (store == nullptr) return {NotCached::no_store, "no cache store is configured"};
   if (Status usable = store->usable(); usable.code() == StatusCode::disabled)
     return {NotCached::disabled, usable.message()};
+  return plan_eligibility(plan);
+}
+
+Eligibility plan_eligibility(const LoadPlan& plan) {
+  if (!plan.no_cache_reason.empty()) return {NotCached::opted_out, plan.no_cache_reason};
   // A key that names neither the weights' source nor the code that prepared them would hand one
   // model's weights to another load (two loaders, one entry): such a load is never cached.
   if (plan.checkpoint_files.empty() && plan.weights_identity.empty())

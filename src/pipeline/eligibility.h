@@ -21,6 +21,10 @@ struct Eligibility {
 // cannot be used) is not a reason here: the snapshot tier answers it as a fallback.
 Eligibility eligibility(const Store* store, const LoadPlan& plan);
 
+// The plan's reasons alone (opted out; a key that names no weights or no loader): what a tier that
+// needs no disk store (the GPU donor tier) checks when the load has no store.
+Eligibility plan_eligibility(const LoadPlan& plan);
+
 // When the checkpoint's files cannot be described (stat failed, a digest could not be read).
 Eligibility unidentified_checkpoint(const Status& why);
 
