@@ -26,6 +26,9 @@ struct Field {
   const char* name;
   T Record::*member;
 };
+// Spelled out: clang before 17 deduces no template arguments for an aggregate by itself.
+template <class Record, class T>
+Field(const char*, T Record::*) -> Field<Record, T>;
 
 // A record with a field list.
 template <class T>
