@@ -173,14 +173,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // A rank whose publication fails: every data-file write of its store fails with EIO.
   auto fs = std::make_shared<FaultInjectingFileSystem>();
-  if (a.fail_publication) {
-    Fault fault;
-    fault.op = FsOp::pwrite;
-    fault.times = -1;
-    fs->inject(fault);
-  }
   Config config;
   config.directory = a.cache;
   config.reserve_free_bytes = 0;
@@ -188,6 +181,15 @@ int main(int argc, char** argv) {
   if (!store) {
     std::cout << "error " << one_line(store.status().to_string()) << std::endl;
     return 1;
+  }
+  // A rank whose publication fails: every write of its store fails with EIO once the store is
+  // open. Not before: the rank that happens to open an empty cache first writes its tag, and a
+  // rank that fails there exits before the group starts, which is a different test.
+  if (a.fail_publication) {
+    Fault fault;
+    fault.op = FsOp::pwrite;
+    fault.times = -1;
+    fs->inject(fault);
   }
 
   demo::DitConfig dit;
