@@ -31,9 +31,6 @@ RAW_FILE_CALLS = {
     "src/distributed/store_connection.cpp": "a TCP socket",
     "src/archive/transfer.cpp": "the caller's archive stream (a pipe, a terminal or a file the caller opened)",
     "src/pipeline/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
-    # Known gap (issue 20, part 3): the staged read of a warm hit uses the descriptors the store
-    # verified, but not through the seam, so the fault sweep does not reach it yet.
-    "src/gpu/staging.cpp": "reads the verified data files' descriptors (not yet through FileSystem)",
     "tools/snapcache/commands/import.cpp": "the user's archive file",
     "tools/snapcache/commands/export.cpp": "the user's archive file",
     "tools/demo/demo_main.cpp": "the demo's own work directory",

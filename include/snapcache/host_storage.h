@@ -22,6 +22,7 @@ namespace snapcache {
 // The same bytes, read-only, in an open file: a snapshot's data file, as its lookup verified it.
 struct FileRegion {
   std::shared_ptr<const void> keep_alive;  // holds the descriptor open (the snapshot)
+  FileSystem* fs = nullptr;                // reads of `fd` go through it; kept alive by `keep_alive`
   int fd = -1;
   std::uint64_t offset = 0;  // of the storage's first byte
   // The file's manifest record (its size, chunk size and chunk checksums), kept alive by

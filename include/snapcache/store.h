@@ -97,6 +97,9 @@ class SNAPCACHE_API Snapshot {
   // identity the lookup checked and mapped, open as long as this snapshot lives. For readers that
   // bypass the mapping (the upload engine reads untouched storages with pread).
   int data_file_descriptor(std::uint32_t file) const;
+  // The store's file system, alive as long as this snapshot: read the descriptors through it, so
+  // a wrapper (a fault injector, a tracer) sees every read of a load.
+  FileSystem& file_system() const;
   // Its path, for messages; read through the descriptor, which cannot have been swapped.
   std::string data_file_path(std::uint32_t file) const;
 

@@ -1,9 +1,6 @@
 #include "gpu/staging.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <map>
 
@@ -11,7 +8,6 @@
 #include "util/align.h"
 #include "util/fmt.h"
 #include "util/hash.h"
-#include "util/transpose.h"
 
 namespace snapcache::gpu {
 namespace {
@@ -21,15 +17,15 @@ using util::div_up;
 
 using Plan = StagingPlan;
 
-Status read_fully(int fd, std::byte* out, std::uint64_t offset, std::uint64_t bytes) {
+// Reads through the seam, so a wrapping file system sees (and may fail) the staged read of a load.
+Status read_fully(FileSystem& fs, int fd, std::byte* out, std::uint64_t offset, std::uint64_t bytes) {
   while (bytes > 0) {
-    const ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? Status::from_errno(errno, "reading a snapshot data file")
-                             : Status(StatusCode::damaged, "a snapshot data file ends early");
-    out += n;
-    offset += static_cast<std::uint64_t>(n);
-    bytes -= static_cast<std::uint64_t>(n);
+    auto n = fs.pread(fd, out, bytes, offset);
+    if (!n) return n.status().with_context("reading a snapshot data file");
+    if (*n == 0) return Status(StatusCode::damaged, "a snapshot data file ends early");
+    out += *n;
+    offset += *n;
+    bytes -= *n;
   }
   return Status::ok();
 }
@@ -73,14 +69,14 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
   auto file_source = [&](const FileRegion& f) {
     auto [it, added] = file_sources.emplace(f.fd, static_cast<std::uint32_t>(plan.sources.size()));
     if (added) {
-      plan.sources.push_back({f.fd, nullptr, f.data_file && check_files ? f.data_file->size : 0,
+      plan.sources.push_back({f.fs, f.fd, nullptr, f.data_file && check_files ? f.data_file->size : 0,
                               check_files ? f.data_file : nullptr});
       needs_of.emplace_back();
     }
     return it->second;
   };
   auto memory_source = [&](const std::byte* p, std::uint64_t bytes) {
-    plan.sources.push_back({-1, p, bytes, nullptr});
+    plan.sources.push_back({nullptr, -1, p, bytes, nullptr});
     needs_of.emplace_back();
     return static_cast<std::uint32_t>(plan.sources.size() - 1);
   };
@@ -90,6 +86,9 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
   };
 
   for (const HostStorage& s : host.storages) {
+    for (const auto* f : {s.file ? &*s.file : nullptr, s.pending && s.pending->source_file ? &*s.pending->source_file : nullptr})
+      if (f != nullptr && f->fs == nullptr)
+        return Status(StatusCode::invalid_argument, "a file region names no file system to read it through");
     const std::uint64_t dst = plan.destination_bytes;
     plan.storage_offsets.push_back(dst);
     plan.destination_bytes = align_up(dst + s.nbytes, kDestinationAlignment);
@@ -161,11 +160,14 @@ bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit) {
   return std::any_of(unit.needs.begin(), unit.needs.end(), [&](std::uint32_t i) { return plan.needs[i].transpose(); });
 }
 
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
-                  StagingSink& sink) {
+bool converts(const StagingPlan& plan) {
+  return std::any_of(plan.needs.begin(), plan.needs.end(), [](const Plan::Need& n) { return n.transpose(); });
+}
+
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];
   if (src.memory == nullptr) {
-    SNAPCACHE_RETURN_IF_ERROR(read_fully(src.fd, read, unit.begin, unit.read_end - unit.begin));
+    SNAPCACHE_RETURN_IF_ERROR(read_fully(*src.fs, src.fd, read, unit.begin, unit.read_end - unit.begin));
     if (const DataFile* df = src.data_file) {
       // Units are whole chunks (build_plan): chunk c covers store::chunk_range(*df, c).
       for (std::uint64_t c = unit.begin / df->chunk_size; c < store::chunk_count(*df); ++c) {
@@ -175,19 +177,17 @@ Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::b
       }
     }
   }
-  std::uint64_t converted = 0;  // bytes of `convert` in use
   for (std::uint32_t i : unit.needs) {
     const Plan::Need& n = plan.needs[i];
     if (n.transpose()) {
       auto [first, last] = rows_begun_in(n, unit.begin, unit.end);
       const std::uint64_t at = n.begin + first * n.row_bytes();  // in the source
-      const std::byte* from = src.memory != nullptr ? src.memory + at : read + (at - unit.begin);
       const std::uint64_t rows = last - first;
-      std::byte* to = convert + converted;
-      util::transpose(from, to, rows, n.cols, n.element_size, 1);
-      SNAPCACHE_RETURN_IF_ERROR(sink.copy_2d(n.dst + first * n.element_size, n.rows * n.element_size, to,
-                                             rows * n.element_size, rows * n.element_size, n.cols));
-      converted += rows * n.row_bytes();
+      std::byte* staged = read + (src.memory != nullptr ? 0 : at - unit.begin);
+      // A memory source's unit is whole rows of its one need (plan_staging): they fit the buffer.
+      if (src.memory != nullptr) std::memcpy(staged, src.memory + at, rows * n.row_bytes());
+      SNAPCACHE_RETURN_IF_ERROR(
+          sink.transpose(n.dst + first * n.element_size, n.rows * n.element_size, staged, rows, n.cols, n.element_size));
     } else {
       const std::uint64_t begin = std::max(n.begin, unit.begin), end = std::min(n.end, unit.end);
       std::byte* staged = read + (begin - unit.begin);

@@ -1,13 +1,16 @@
 // What the upload engine stages, and how, without CUDA: the destination layout (one arena, each
 // storage at an aligned offset), the units of work (ranges of a source that fit one staging
-// buffer: a snapshot data file read in whole checksum chunks, or host memory), and what each unit
-// does with its bytes (checks its chunks, copies storages, transposes pending layout conversions).
-// The engine runs the units on CUDA streams; the tests run them into host memory.
+// buffer: a snapshot data file read in whole checksum chunks through the store's FileSystem, or
+// host memory), and what each unit does with its bytes (checks its chunks, copies storages, hands
+// the raw rows of pending layout conversions to the sink, which transposes them where it writes:
+// on the GPU for the engine). The engine runs the units on CUDA streams; the tests run them into
+// host memory.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "snapcache/file_system.h"
 #include "snapcache/host_storage.h"
 #include "snapcache/status.h"
 
@@ -19,16 +22,20 @@ class StagingSink {
  public:
   virtual ~StagingSink() = default;
   virtual Status copy(std::uint64_t dst_offset, const std::byte* src, std::uint64_t bytes) = 0;
-  // `height` rows of `width` bytes: source rows `src_pitch` apart, destination rows `dst_pitch` apart.
-  virtual Status copy_2d(std::uint64_t dst_offset, std::uint64_t dst_pitch, const std::byte* src,
-                         std::uint64_t src_pitch, std::uint64_t width, std::uint64_t height) = 0;
+  // `src` holds `rows` whole rows of a row-major matrix of `cols` elements of `element_size`
+  // bytes; their transpose goes to the destination as `cols` rows of `rows` elements, destination
+  // rows `dst_pitch` bytes apart (so consecutive calls fill column blocks of one transposed
+  // matrix). Only moves bytes: the result is bit-identical to a host transpose.
+  virtual Status transpose(std::uint64_t dst_offset, std::uint64_t dst_pitch, const std::byte* src,
+                           std::uint64_t rows, std::uint64_t cols, std::uint64_t element_size) = 0;
   virtual Status wait() = 0;
 };
 
 struct StagingPlan {
-  // A source of bytes: an open snapshot data file (checked chunk by chunk when `data_file` is set)
-  // or host memory.
+  // A source of bytes: an open snapshot data file, read through `fs` (checked chunk by chunk when
+  // `data_file` is set), or host memory.
   struct Source {
+    FileSystem* fs = nullptr;
     int fd = -1;
     const std::byte* memory = nullptr;
     std::uint64_t size = 0;
@@ -73,13 +80,13 @@ inline constexpr std::uint64_t kDestinationAlignment = 512;
 // conversion, or a file's checksum chunk, does not fit a buffer with room to spare.
 Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true);
 
-// Whether a unit transposes (and needs the second buffer).
+// Whether a unit transposes (so its sink needs room for a unit's rows where it transposes).
 bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit);
+bool converts(const StagingPlan& plan);
 
-// Runs one unit with two staging buffers of the plan's `buffer_bytes`: `read` receives the
-// source bytes, `convert` (null when the unit does not convert) the transposed ones. Returns damaged, naming the file and chunk, when a
-// chunk's checksum differs from its manifest's.
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, std::byte* convert,
-                  StagingSink& sink);
+// Runs one unit with one staging buffer of the plan's `buffer_bytes`, which receives the source
+// bytes and must stay untouched until the sink's copies of them complete. Returns damaged, naming
+// the file and chunk, when a chunk's checksum differs from its manifest's.
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink);
 
 }  // namespace snapcache::gpu

@@ -29,6 +29,7 @@ std::byte* Snapshot::storage_data(std::uint32_t index) const {
 }
 
 int Snapshot::data_file_descriptor(std::uint32_t file) const { return impl_->data_files.at(file).get(); }
+FileSystem& Snapshot::file_system() const { return *impl_->fs; }
 
 std::string Snapshot::data_file_path(std::uint32_t file) const {
   return impl_->path + "/" + impl_->manifest.files.at(file).name;
@@ -51,9 +52,12 @@ void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& 
 
 // Takes the entry's lease (so nobody evicts it meanwhile), checks it (store/entry_check.h),
 // rehashes the files whose identity changed, and maps every data file privately.
-Result<std::shared_ptr<Snapshot>> open_snapshot(FileSystem& fs, const std::string& path, const std::string& id,
-                                                const Key& key, VerifyPolicy policy, LookupOutcome& outcome) {
+Result<std::shared_ptr<Snapshot>> open_snapshot(const std::shared_ptr<FileSystem>& file_system,
+                                                const std::string& path, const std::string& id, const Key& key,
+                                                VerifyPolicy policy, LookupOutcome& outcome) {
+  FileSystem& fs = *file_system;
   auto impl = std::make_unique<Snapshot::Impl>();
+  impl->fs = file_system;
   impl->id = id;
   impl->path = path;
   auto lease = store::take_reader_lease(fs, path, id);
@@ -136,7 +140,7 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
                                                   store::short_id(nearest->first),
                                                   describe_differences(nearest->second), secondary_note));
   }
-  auto snap = open_snapshot(*fs_, path, out.entry_id, key, policy, out);
+  auto snap = open_snapshot(fs_, path, out.entry_id, key, policy, out);
   if (!snap) {
     Status s = snap.status();
     if (is_entry_damage(s.code())) {

@@ -2,6 +2,7 @@
 // lease that keeps evictors away while any of it is in use.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct Snapshot::Impl {
   std::vector<MappedRegion> mappings;  // one per data file
   std::vector<UniqueFd> data_files;    // the descriptors the lookup checked and mapped, kept open
   UniqueFd lease;
+  std::shared_ptr<FileSystem> fs;      // the store's: readers of `data_files` go through it
 };
 
 }  // namespace snapcache

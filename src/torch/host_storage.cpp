@@ -82,7 +82,8 @@ std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& 
   std::map<const void*, FileRegion> files;
   const Manifest& m = snapshot->manifest();
   for (std::uint32_t i = 0; i < m.storages.size(); ++i)
-    files[snapshot->storage_data(i)] = {snapshot, snapshot->data_file_descriptor(m.storages[i].file),
+    files[snapshot->storage_data(i)] = {snapshot, &snapshot->file_system(),
+                                        snapshot->data_file_descriptor(m.storages[i].file),
                                         m.storages[i].offset, &m.files[m.storages[i].file]};
   return files;
 }

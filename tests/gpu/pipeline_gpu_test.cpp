@@ -2,6 +2,7 @@
 // give bit-identical forward outputs, keep aliases aliased and derived buffers in place.
 #include <ATen/Functions.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "snapcache/gpu_upload.h"
 #include "snapcache/host_storage.h"
 #include "support/catch.h"
+#include "support/fault_injection.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
 
@@ -300,4 +302,58 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
   LookupOutcome hit = store->lookup(key);
   REQUIRE(hit.result == LookupResult::hit);
   check(test::pending_transposes(tensors_of(hit.snapshot), file_regions(hit.snapshot)));
+}
+
+TEST_CASE("a failing read of the engine's staged upload falls back, and every later read is staged again",
+          "[gpu][faults]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 1024;  // conversions pending: the staged units transpose on the device
+  config.layers = 4;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  plan.uploader = per_storage_uploader();
+  auto reference = load_model(nullptr, plan);
+  REQUIRE(reference.is_ok());
+  StagedUploadOptions small;  // several units per worker: both staging buffers are used
+  small.chunk_bytes = 16 << 20;
+  small.pinned_bytes = 64 << 20;
+  plan.uploader = staged_uploader(small);
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir / "cache"), fs);
+  auto cold = load_model(store.get(), plan);
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().result == PublishResult::published);
+
+  fs->reset_counters();
+  auto clean = load_model(store.get(), plan);
+  REQUIRE(clean.is_ok());
+  REQUIRE(clean->report.path == LoadPath::hit);
+  const std::uint64_t reads = fs->calls(FsOp::pread);
+  REQUIRE(reads >= 4);  // the staged read of the data files, through the store's file system
+  CHECK(demo::identical(*reference, *clean));
+  // The lookup reads the manifest first; the last reads are the engine's.
+  for (std::uint64_t k : {std::uint64_t{0}, reads / 2, reads - 1}) {
+    INFO("read " << k << " of " << reads << " fails");
+    fs->reset_counters();
+    fs->inject({FsOp::pread, EIO, static_cast<int>(k), 1, false, ""});
+    auto loaded = load_model(store.get(), plan);
+    CHECK(fs->faults_fired() == 1);
+    fs->clear_faults();
+    REQUIRE(loaded.is_ok());
+    bool fell_back = false;
+    for (const auto& s : loaded->report.stages) fell_back |= s.stage == "upload (fallback)";
+    if (k == reads - 1) {
+      CHECK(loaded->report.path == LoadPath::hit);
+      CHECK(fell_back);
+    }
+    CHECK(demo::identical(*reference, *loaded));
+    CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *loaded)));
+  }
+  auto again = load_model(store.get(), plan);  // the entry was kept: an I/O error is not damage
+  REQUIRE(again.is_ok());
+  CHECK(again->report.path == LoadPath::hit);
+  for (const auto& s : again->report.stages) CHECK(s.stage != "upload (fallback)");
+  CHECK(demo::identical(*reference, *again));
 }

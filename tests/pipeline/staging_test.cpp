@@ -13,65 +13,18 @@
 #include "demo_fixture.h"
 #include "gpu/pinned_pool.h"
 #include "gpu/staging.h"
+#include "support/host_staging.h"
 #include "snapcache/gpu_upload.h"
 #include "snapcache/maintenance.h"
 #include "support/fault_injection.h"
 #include "util/hash.h"
 
 using namespace snapcache;
+using test::HostSink;
+using test::HostStagingUploader;
+using test::kBufferBytes;
 
 namespace {
-
-// Staging buffers small enough that the fixture's data file takes several units, so matrix rows
-// and storages cross unit boundaries.
-constexpr std::uint64_t kBufferBytes = 16ull << 20;
-
-// Writes staged bytes into a host arena.
-class HostSink final : public gpu::StagingSink {
- public:
-  explicit HostSink(std::byte* arena) : arena_(arena) {}
-  Status copy(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) override {
-    std::memcpy(arena_ + dst, src, bytes);
-    return Status::ok();
-  }
-  Status copy_2d(std::uint64_t dst, std::uint64_t dst_pitch, const std::byte* src, std::uint64_t src_pitch,
-                 std::uint64_t width, std::uint64_t height) override {
-    for (std::uint64_t r = 0; r < height; ++r) std::memcpy(arena_ + dst + r * dst_pitch, src + r * src_pitch, width);
-    return Status::ok();
-  }
-  Status wait() override { return Status::ok(); }
-
- private:
-  std::byte* arena_;
-};
-
-// The engine's contract (converts layouts, checks files) with host memory as the device.
-class HostStagingUploader final : public Uploader {
- public:
-  std::string name() const override { return "host staging"; }
-  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
-  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
-    for (const HostStorage& s : host.storages) pending += s.pending.has_value();
-    auto plan = gpu::plan_staging(host, kBufferBytes);
-    if (!plan) return plan.status();
-    units = plan->units.size();
-    bytes_checked = plan->bytes_checked;
-    at::Tensor arena = at::empty({static_cast<std::int64_t>(plan->destination_bytes)}, at::kByte);
-    auto* base = static_cast<std::byte*>(arena.data_ptr());
-    HostSink sink(base);
-    std::vector<std::byte> read(kBufferBytes), convert(kBufferBytes);
-    for (const auto& unit : plan->units) SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), convert.data(), sink));
-    std::vector<c10::Storage> storages;
-    for (std::size_t i = 0; i < host.storages.size(); ++i)
-      storages.push_back(at::from_blob(base + plan->storage_offsets[i], {static_cast<std::int64_t>(host.storages[i].nbytes)},
-                                       [arena](void*) {}, at::kByte)
-                             .storage());
-    return views_over(tensors, host, storages);
-  }
-  int pending = 0;
-  std::size_t units = 0;
-  std::uint64_t bytes_checked = 0;
-};
 
 // Says the device ran out of memory, as the engine would, after seeing the pending conversions.
 class FailingConverter final : public Uploader {
@@ -259,9 +212,9 @@ namespace {
 
 // Runs a plan into host memory; the bytes of storage `i` start at plan.storage_offsets[i].
 std::vector<std::byte> run_into_host(const gpu::StagingPlan& plan, std::uint64_t buffer_bytes) {
-  std::vector<std::byte> out(plan.destination_bytes), read(buffer_bytes), convert(buffer_bytes);
+  std::vector<std::byte> out(plan.destination_bytes), read(buffer_bytes);
   HostSink sink(out.data());
-  for (const auto& unit : plan.units) REQUIRE(gpu::stage_unit(plan, unit, read.data(), convert.data(), sink).is_ok());
+  for (const auto& unit : plan.units) REQUIRE(gpu::stage_unit(plan, unit, read.data(), sink).is_ok());
   return out;
 }
 
@@ -313,11 +266,11 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     for (auto& [_, f] : files) f.data_file = &rotten;
     auto bad = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);
     REQUIRE(bad.is_ok());
-    std::vector<std::byte> out(bad->destination_bytes), read(buffer), convert(buffer);
+    std::vector<std::byte> out(bad->destination_bytes), read(buffer);
     HostSink sink(out.data());
     Status failed = Status::ok();
     for (const auto& unit : bad->units)
-      if (Status st = gpu::stage_unit(*bad, unit, read.data(), convert.data(), sink); !st) failed = st;
+      if (Status st = gpu::stage_unit(*bad, unit, read.data(), sink); !st) failed = st;
     CHECK(failed.code() == StatusCode::damaged);
     // The store's words for a damaged chunk (store::check_chunk): the file, the chunk, its bytes.
     CHECK(failed.message().find("data-0000.bin chunk 1 (bytes ") == 0);

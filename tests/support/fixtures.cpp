@@ -46,6 +46,11 @@ NamedTensors odd_matrices() {
                        .to(type);
     t.emplace_back(c10::toString(type), m);
   }
+  // Elements wider than a machine word, and random bits read as floats (NaNs with payloads,
+  // negative zeros, denormals): a transpose moves them without ever reading them as numbers.
+  t.emplace_back("ComplexDouble", at::randint(-100, 100, {257, 515}, at::TensorOptions().dtype(at::kLong)).to(at::kComplexDouble));
+  t.emplace_back("random bits as Float",
+                 at::randint(0, 256, {389, 4 * 1013}, at::TensorOptions().dtype(at::kByte)).view(at::kFloat));
   return t;
 }
 

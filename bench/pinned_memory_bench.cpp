@@ -1,0 +1,158 @@
+// Ways to get page-locked host memory for staging, each measured in a new process (what a
+// restarted server pays): cudaHostAlloc of staging buffers from one thread and from many;
+// anonymous memory backed by transparent huge pages, touched in parallel, then cudaHostRegister;
+// and cudaHostRegister of a read-only shared mapping of a file in the page cache (the bytes
+// themselves, no copy), in pieces from one thread and from many, then the bus rate from it.
+// The upload engine's design follows from these numbers (docs/performance.md).
+//
+//   snapcache_pinned_memory_bench [--mib N] [--file PATH] [--threads T]
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kBuffer = 16ull << 20;
+constexpr std::size_t kPiece = 64ull << 20;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void parallel(std::size_t threads, std::size_t n, const auto& fn) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+    });
+  for (auto& t : pool) t.join();
+}
+
+// One way, in this (new) process: prints "result SECONDS [BUS_GBPS]".
+int measure(const std::string& how, std::size_t bytes, const std::string& file, std::size_t threads) {
+  (void)cudaFree(nullptr);  // the context starts outside the timing
+  const std::size_t buffers = bytes / kBuffer;
+  if (how == "host-alloc-1" || how == "host-alloc-n") {
+    std::vector<void*> p(buffers);
+    const auto t0 = Clock::now();
+    parallel(how == "host-alloc-1" ? 1 : threads, buffers, [&](std::size_t i) {
+      if (cudaHostAlloc(&p[i], kBuffer, cudaHostAllocDefault) != cudaSuccess) std::abort();
+    });
+    std::printf("result %.6f\n", since(t0));
+    return 0;
+  }
+  if (how == "huge-register") {
+    const auto t0 = Clock::now();
+    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return 1;
+    (void)::madvise(base, bytes, MADV_HUGEPAGE);
+    parallel(threads, bytes / kBuffer, [&](std::size_t i) { std::memset(static_cast<char*>(base) + i * kBuffer, 0, kBuffer); });
+    const double touched = since(t0);
+    parallel(threads, bytes / kBuffer, [&](std::size_t i) {
+      if (cudaHostRegister(static_cast<char*>(base) + i * kBuffer, kBuffer, cudaHostRegisterDefault) != cudaSuccess)
+        std::abort();
+    });
+    std::printf("result %.6f touched %.6f\n", since(t0), touched);
+    return 0;
+  }
+  if (how == "file-register-1" || how == "file-register-n") {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) return 1;
+    const std::size_t size = std::min<std::size_t>(bytes, static_cast<std::size_t>(st.st_size)) / kPiece * kPiece;
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return 1;
+    const std::size_t pieces = size / kPiece;
+    const auto t0 = Clock::now();
+    parallel(how == "file-register-1" ? 1 : threads, pieces, [&](std::size_t i) {
+      if (cudaHostRegister(static_cast<char*>(map) + i * kPiece, kPiece, cudaHostRegisterReadOnly) != cudaSuccess)
+        std::abort();
+    });
+    const double registered = since(t0);
+    void* device = nullptr;
+    if (cudaMalloc(&device, size) != cudaSuccess) return 1;
+    const auto t1 = Clock::now();
+    for (std::size_t i = 0; i < pieces; ++i)
+      (void)cudaMemcpyAsync(static_cast<char*>(device) + i * kPiece, static_cast<char*>(map) + i * kPiece, kPiece,
+                            cudaMemcpyHostToDevice, nullptr);
+    (void)cudaDeviceSynchronize();
+    const double copied = since(t1);
+    const auto t2 = Clock::now();
+    for (std::size_t i = 0; i < pieces; ++i) (void)cudaHostUnregister(static_cast<char*>(map) + i * kPiece);
+    std::printf("result %.6f bus %.2f unregister %.6f bytes %zu\n", registered, size / copied / 1e9, since(t2), size);
+    return 0;
+  }
+  return 2;
+}
+
+std::string capture(std::vector<std::string> args) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int err = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; err == 0 && (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  if (err == 0) ::waitpid(pid, &status, 0);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t mib = 512, threads = 16;
+  std::string file, how;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--mib") mib = std::stoull(value);
+    else if (flag == "--file") file = value;
+    else if (flag == "--threads") threads = std::stoull(value);
+    else if (flag == "--measure") how = value;
+  }
+  const std::size_t bytes = mib << 20;
+  if (!how.empty()) return measure(how, bytes, file, threads);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+  std::printf("%zu MiB, %zu threads, each way in a new process\n", mib, threads);
+  std::vector<std::string> ways{"host-alloc-1", "host-alloc-n", "huge-register"};
+  if (!file.empty()) ways.insert(ways.end(), {"file-register-1", "file-register-n"});
+  for (const std::string& way : ways) {
+    const std::string out = capture({"/proc/self/exe", "--measure", way, "--mib", std::to_string(mib), "--file",
+                                     file.empty() ? "-" : file, "--threads", std::to_string(threads)});
+    double seconds = 0;
+    if (auto at = out.find("result "); at != std::string::npos) std::sscanf(out.c_str() + at, "result %lf", &seconds);
+    std::printf("%-18s %8.3f s  %6.1f ms/GiB  %s", way.c_str(), seconds, seconds * 1e3 / (static_cast<double>(bytes) / (1ull << 30)),
+                out.c_str());
+  }
+  return 0;
+}
