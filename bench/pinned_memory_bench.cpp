@@ -8,10 +8,8 @@
 //   snapcache_pinned_memory_bench [--mib N] [--file PATH] [--threads T]
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "support/child_process.h"
 
 namespace {
 
@@ -101,29 +99,6 @@ int measure(const std::string& how, std::size_t bytes, const std::string& file, 
   return 2;
 }
 
-std::string capture(std::vector<std::string> args) {
-  int fds[2];
-  if (::pipe(fds) != 0) return "";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int err = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; err == 0 && (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  if (err == 0) ::waitpid(pid, &status, 0);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,8 +122,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> ways{"host-alloc-1", "host-alloc-n", "huge-register"};
   if (!file.empty()) ways.insert(ways.end(), {"file-register-1", "file-register-n"});
   for (const std::string& way : ways) {
-    const std::string out = capture({"/proc/self/exe", "--measure", way, "--mib", std::to_string(mib), "--file",
-                                     file.empty() ? "-" : file, "--threads", std::to_string(threads)});
+    snapcache::test::ChildProcess child("/proc/self/exe", {"--measure", way, "--mib", std::to_string(mib), "--file",
+                                                            file.empty() ? "-" : file, "--threads", std::to_string(threads)});
+    const std::string out = child.wait_for_line("result ") ? child.last_line() + "\n" : "failed\n";
+    (void)child.wait();
     double seconds = 0;
     if (auto at = out.find("result "); at != std::string::npos) std::sscanf(out.c_str() + at, "result %lf", &seconds);
     std::printf("%-18s %8.3f s  %6.1f ms/GiB  %s", way.c_str(), seconds, seconds * 1e3 / (static_cast<double>(bytes) / (1ull << 30)),

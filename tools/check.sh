@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README's test command: install what is missing, build, run every test (the C++ ones, then the
-# Python package's), fuzz the decoders briefly, run every CPU test again under the sanitizers. GPU
-# tests (label gpu) report "skipped" on a machine without a CUDA device. CI runs this on a clean
-# clone (2 cores, cold ccache) within the 90 minutes it allows (docs/development.md).
+# Python package's). GPU tests (label gpu) report "skipped" on a machine without a CUDA device.
+# The slow passes (the decoders fuzzed, every CPU test again under the sanitizers) run after it in
+# CI (.ci/run), or here with --slow. CI runs all of it on a clean clone (2 cores, cold ccache)
+# within the 90 minutes it allows (docs/development.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -19,8 +20,6 @@ ctest --preset default
 # the C++ build's objects are ccache hits (same compiler, flags and relative paths), installed into
 # the torch venv, and its tests (python/tests, the MiniLM end to end among them).
 bash tools/python.sh
-# The decoders of what a cache directory holds, fuzzed briefly (longer: bash tools/fuzz.sh 600).
-bash tools/fuzz.sh 20
-# Every CPU test again under ASan and UBSan, leaks checked (build/sanitize; no benches, demo
-# program or GPU tests).
-bash tools/sanitize.sh
+if [[ "${1:-}" == --slow ]]; then
+  bash tools/slow-checks.sh
+fi

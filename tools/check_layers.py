@@ -31,6 +31,7 @@ RAW_FILE_CALLS = {
     "src/distributed/store_connection.cpp": "a TCP socket",
     "src/archive/transfer.cpp": "the caller's archive stream (a pipe, a terminal or a file the caller opened)",
     "src/pipeline/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
+    "src/gpu/pinned_pool.cpp": "anonymous mappings for pinned staging buffers (address space, no file)",
     "tools/snapcache/commands/import.cpp": "the user's archive file",
     "tools/snapcache/commands/export.cpp": "the user's archive file",
     "tools/demo/demo_main.cpp": "the demo's own work directory",

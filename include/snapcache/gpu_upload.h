@@ -1,12 +1,14 @@
 // The GPU upload engine: host tensors to CUDA tensors at the speed of the bus. Several threads
-// read the load's bytes (snapshot data files with pread, in whole checksum chunks; host memory)
-// into a bounded pool of pinned staging buffers, check every chunk of a snapshot file against its
-// manifest checksum on the way, write pending layout conversions (the post-load transposes) from
-// the staged bytes into a second pinned buffer, and send each buffer to the device on the
-// thread's own CUDA stream as soon as it is staged. The pool is allocated once per process and
-// reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and converted
-// weights never take fresh host memory. All storages of a load share one device allocation;
-// aliases stay aliases.
+// read the load's bytes (snapshot data files with pread through the store's FileSystem, in whole
+// checksum chunks; host memory) into a bounded pool of pinned staging buffers, two per thread (one
+// is read into while the other crosses the bus), check every chunk of a snapshot file against its
+// manifest checksum on the way, and send each buffer to the device on the thread's own CUDA
+// stream as soon as it is staged. Pending layout conversions (the post-load transposes) cross the
+// bus as raw rows and are transposed into place on the device. The pool is allocated once per
+// process and reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and
+// converted weights never take fresh host memory; device memory beyond the model's is one
+// `chunk_bytes` scratch buffer per thread while a load with conversions runs. All storages of a
+// load share one device allocation; aliases stay aliases.
 //
 // load_model uses it by default for loads of 64 MiB or more onto CUDA devices (below that, pinning
 // the staging buffers in a new process costs more than it saves); when it fails (device out of
@@ -26,7 +28,7 @@ namespace snapcache {
 
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
-  std::uint64_t chunk_bytes = 16ull << 20;  // one staging buffer; each worker holds one, two to convert
+  std::uint64_t chunk_bytes = 16ull << 20;  // one staging buffer; each worker holds two
   std::size_t threads = 0;                  // 0: the hardware threads, at most 16
   // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
   // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.

@@ -51,7 +51,11 @@ class PinnedPool {
   const std::uint64_t buffer_bytes_;
   const std::size_t capacity_;
   std::mutex mutex_;
-  std::vector<void*> all_;
+  struct Pinned {
+    void* data = nullptr;
+    bool registered = false;  // our mapping, registered with the driver; else cudaHostAlloc's
+  };
+  std::vector<Pinned> all_;
   std::vector<void*> free_;
   std::size_t pinning_ = 0;  // buffers being pinned now, outside the lock
 };

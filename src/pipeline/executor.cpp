@@ -478,8 +478,9 @@ void log_load(const LoadPlan& plan, const LoadReport& report) {
   log_table(LogLevel::debug, report);
 }
 
-// A load that failed still says how far it got.
-Status log_failure(const LoadPlan& plan, const LoadReport& report, Status status) {
+// A load that failed still says how far it got, and how long that took.
+Status log_failure(const LoadPlan& plan, LoadReport& report, Clock::time_point started, Status status) {
+  report.seconds = seconds_since(started);
   log(LogLevel::warn, fmt::format("{} failed: {}; stages:", what_is_loaded(plan), status.to_string()));
   log_table(LogLevel::warn, report);
   return status;
@@ -493,10 +494,10 @@ Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
     LoadedModel model;
     std::optional<DerivedBuffers> derived;
     auto weights = load_weights(store, plan, model.report, model.publication, derived);
-    if (!weights) return log_failure(plan, model.report, weights.status());
+    if (!weights) return log_failure(plan, model.report, started, weights.status());
     model.weights = std::move(*weights);
     if (derived) model.derived = std::move(*derived);  // built where the weights were prepared
-    else if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
+    else if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, started, st);
     model.report.seconds = seconds_since(started);
     log_load(plan, model.report);
     return model;
@@ -510,10 +511,10 @@ Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel&
     Publication publication;  // the registry keeps it; the process waits for it at exit
     std::optional<DerivedBuffers> served_derived;  // the model's own buffers are refreshed below
     auto weights = load_weights(store, plan, report, publication, served_derived);
-    if (!weights) return log_failure(plan, report, weights.status());
-    if (Status st = copy_in_place(model.weights, *weights, report); !st) return log_failure(plan, report, st);
+    if (!weights) return log_failure(plan, report, started, weights.status());
+    if (Status st = copy_in_place(model.weights, *weights, report); !st) return log_failure(plan, report, started, st);
     model.report = std::move(report);
-    if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, st);
+    if (Status st = run_refresh_hooks(plan, model); !st) return log_failure(plan, model.report, started, st);
     model.report.seconds = seconds_since(started);
     log_load(plan, model.report);
     return model.report;

@@ -1,6 +1,7 @@
 // FP8 e4m3fn weights with one float32 scale per 128x128 block.
 #include <algorithm>
 
+#include "pipeline/built_in_properties.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -26,10 +27,7 @@ class Fp8BlockScale final : public PostLoadMethod {
   // only the targets are read. Block-scaled GEMM kernels read 128x128 blocks; that limit is stated
   // here once, and apply() and the GPU retention tier both read it.
   MethodProperties properties() const override {
-    MethodProperties p;
-    p.writes = PostLoadWrites::new_storages_only;
-    p.reads_only_targets = true;
-    p.built_in = true;
+    MethodProperties p = pipeline::built_in_properties();
     if (rows_ != 128 || cols_ != 128)
       p.unsupported = fmt::format("{}x{} scale blocks are not supported (only 128x128)", rows_, cols_);
     return p;

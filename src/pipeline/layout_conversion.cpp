@@ -1,5 +1,6 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
 #include "snapcache/version.h"
+#include "pipeline/built_in_properties.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
@@ -51,11 +52,7 @@ class LayoutConversion final : public PostLoadMethod {
   // Results are views of the inputs or fresh contiguous copies; nothing is written in place, and
   // only the targets are read.
   MethodProperties properties() const override {
-    MethodProperties p;
-    p.writes = PostLoadWrites::new_storages_only;
-    p.reads_only_targets = true;
-    p.built_in = true;
-    return p;
+    return pipeline::built_in_properties();
   }
 
   Status apply(NamedTensors& tensors) const override {

@@ -7,13 +7,6 @@
 namespace snapcache {
 namespace {
 
-std::uint64_t storage_bytes(const Manifest& m) {
-  std::uint64_t total = 0;
-  for (const auto& s : m.storages) total += s.nbytes;
-  return total;
-}
-
-
 // The key was taken from the checkpoint files' identities before the ordinary loader opened them.
 // If a path now names other bytes (a symlink flipped, a file replaced), the weights may be another
 // checkpoint's, and publishing them under this key would serve them to every later load of it.
@@ -46,7 +39,8 @@ class SnapshotTier final : public Tier {
     switch (lk.result) {
       case LookupResult::hit: {
         NamedTensors tensors = tensors_of(lk.snapshot);
-        stage.done(storage_bytes(lk.snapshot->manifest()));
+        // The bytes the lookup read (a rehash), not those it mapped: a mapping reads nothing yet.
+        stage.done(lk.bytes_hashed);
         TierAnswer served = TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache,
                                                std::move(lk.reason), std::move(lk.entry_id));
         served.files = file_regions(lk.snapshot);

@@ -57,12 +57,6 @@ LoadPlan through_donor(LoadPlan plan, const std::string& sockets, bool required,
   return plan;
 }
 
-bool same_bytes(const NamedTensors& a, const NamedTensors& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !demo::identical(a[i].second, b[i].second)) return false;
-  return true;
-}
 
 }  // namespace
 
@@ -325,7 +319,7 @@ TEST_CASE("a donor that dies leaves attached weights readable; the next load fal
   REQUIRE(attached.is_ok());
   donor.kill_now();
   // The imported memory is held by this process's mapping, not by the donor.
-  CHECK(same_bytes(ordinary->weights, attached->weights));
+  CHECK(demo::identical(ordinary->weights, attached->weights));
   auto next = load_model(nullptr, through_donor(s.plan(), s.sockets, false));
   REQUIRE(next.is_ok());
   CHECK(next->report.path != LoadPath::hit);

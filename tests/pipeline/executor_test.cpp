@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "demo_fixture.h"
 #include "snapcache/log.h"
@@ -406,4 +408,34 @@ TEST_CASE("the default log sink prints a failed load's lines one by one, escaped
   CHECK(stages == 1);  // the failed stage's own line, the reason inside it escaped
   CHECK(text.find("bad \\x1b]0;owned\\x07 file\\nsnapcache[info] load dit") != std::string::npos);
   CHECK(lines >= 4);  // the failure, the table's header, its stages and total
+}
+
+TEST_CASE("a hit's lookup claims no bytes it did not read, and a failed load's table says how long it ran",
+          "[executor][report]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  // Files unchanged by identity: the lookup maps them and reads nothing (no "807 GB/s" row).
+  CHECK(stage_named(warm->report, "lookup").bytes == 0);
+
+  LoadPlan failing = f.plan();
+  failing.ordinary_loader = [](const LoadPlan&) -> Result<NamedTensors> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    return Status(StatusCode::exception, "the loader gave up");
+  };
+  LogCapture log;
+  auto failed = load_model(nullptr, failing);
+  REQUIRE_FALSE(failed.is_ok());
+  std::string text;
+  {
+    std::lock_guard lock(log.mutex);
+    text = log.text;
+  }
+  INFO(text);
+  const auto at = text.find("  total ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(text.substr(at + 8)) >= 120.0);  // it was "total 0.0" whatever the load took
 }

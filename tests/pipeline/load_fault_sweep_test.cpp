@@ -32,13 +32,6 @@ struct SweepFixture : test::DemoFixture {
   }
 };
 
-bool identical(const NamedTensors& a, const NamedTensors& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !demo::identical(a[i].second, b[i].second)) return false;
-  return true;
-}
-
 // A store on a fault-injecting file system holding the fixture's entry, published by a cold load.
 std::pair<std::shared_ptr<Store>, std::shared_ptr<FaultInjectingFileSystem>> cache_with_entry(const SweepFixture& f,
                                                                                                const test::TempDir& dir) {
@@ -73,7 +66,7 @@ TEST_CASE("a fault at the k-th file-system call of a warm load_model, staged rea
     auto warm = load_model(store.get(), f.staged_plan());
     REQUIRE(warm.is_ok());
     REQUIRE(warm->report.path == LoadPath::hit);
-    REQUIRE(identical(warm->weights, reference));
+    REQUIRE(demo::identical(warm->weights, reference));
     for (int o = 0; o < static_cast<int>(FsOp::count_); ++o) calls.push_back(fs->calls(static_cast<FsOp>(o)));
   }
   REQUIRE(calls[static_cast<int>(FsOp::pread)] > 0);  // the staged read goes through the seam
@@ -99,7 +92,7 @@ TEST_CASE("a fault at the k-th file-system call of a warm load_model, staged rea
         ++trials;
         // A storage failure is never the load's failure: it serves the reference's bytes.
         REQUIRE(loaded.is_ok());
-        CHECK(identical(loaded->weights, reference));
+        CHECK(demo::identical(loaded->weights, reference));
         const LoadReport& r = loaded->report;
         if (r.path != LoadPath::hit) ++fell_back;
         for (const auto& s : r.stages)
@@ -110,7 +103,7 @@ TEST_CASE("a fault at the k-th file-system call of a warm load_model, staged rea
         auto next = load_model(store.get(), f.staged_plan());
         REQUIRE(next.is_ok());
         if (next->publication.started()) (void)next->publication.wait();
-        CHECK(identical(next->weights, reference));
+        CHECK(demo::identical(next->weights, reference));
         auto entries = list_entries(*store);
         REQUIRE(entries.is_ok());
         for (const auto& e : *entries) CHECK(verify_entry(*store, e.id).status.is_ok());

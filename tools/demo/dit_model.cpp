@@ -237,10 +237,15 @@ bool identical(const at::Tensor& a, const at::Tensor& b) {
   return std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<std::size_t>(x.numel()) * x.element_size()) == 0;
 }
 
+bool identical(const NamedTensors& a, const NamedTensors& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !identical(a[i].second, b[i].second)) return false;
+  return true;
+}
+
 bool identical(const LoadedModel& a, const LoadedModel& b) {
-  if (a.weights.size() != b.weights.size() || a.derived.size() != b.derived.size()) return false;
-  for (std::size_t i = 0; i < a.weights.size(); ++i)
-    if (a.weights[i].first != b.weights[i].first || !identical(a.weights[i].second, b.weights[i].second)) return false;
+  if (!identical(a.weights, b.weights) || a.derived.size() != b.derived.size()) return false;
   for (const auto& [name, t] : a.derived)
     if (!b.derived.count(name) || !identical(t, b.derived.at(name))) return false;
   return true;

@@ -35,6 +35,8 @@ at::Tensor forward(const DitConfig& config, const LoadedModel& model);
 
 // Same dtype, shape, strides and bytes (wherever the tensors live).
 bool identical(const at::Tensor& a, const at::Tensor& b);
+// The same names in the same order, each tensor identical.
+bool identical(const NamedTensors& a, const NamedTensors& b);
 // Same weights (names, order, bytes) and derived buffers.
 bool identical(const LoadedModel& a, const LoadedModel& b);
 // What identical() compares, of the model and a forward output, as 16 hex digits: equal models and

@@ -1,0 +1,18 @@
+// What every built-in post-load method declares (post_load.h, MethodProperties): it writes only
+// new storages, reads only the tensors it names, and ships with snapcache. A method adds its own
+// limits (`unsupported`) to these.
+#pragma once
+
+#include "snapcache/post_load.h"
+
+namespace snapcache::pipeline {
+
+inline MethodProperties built_in_properties() {
+  MethodProperties p;
+  p.writes = PostLoadWrites::new_storages_only;
+  p.reads_only_targets = true;
+  p.built_in = true;
+  return p;
+}
+
+}  // namespace snapcache::pipeline
