@@ -124,6 +124,10 @@ struct RecordedMiss {
   std::string id;    // the key's id; no entry had it at the time
   std::string path;  // key file (see write_key_file)
   std::int64_t unix_ns = 0;
+  // The lookup's words for the miss at the time ("no entry for this key; nearest entry 3f2a...
+  // differs in ..."): what caused it, still there after the entry has been published. Empty for
+  // misses recorded before reasons were, or when it could not be read.
+  std::string reason;
 };
 
 // Whether a failed check means the entry itself is bad (damaged, foreign, mismatch, unfinished):

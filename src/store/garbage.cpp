@@ -8,6 +8,7 @@
 #include "snapcache/maintenance.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
+#include "store/miss_record.h"
 #include "util/clock.h"
 #include "util/file_io.h"
 
@@ -244,12 +245,12 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
   if (misses->not_a_directory) c.junk(misses_dir, *misses->not_a_directory, "where misses/ should be a directory");
   for (const auto& e : misses->names) {
     const std::string path = misses_dir + "/" + e.name;
-    bool key_file = e.name.size() == 36 && e.name.ends_with(".key") && store::is_entry_id(e.name.substr(0, 32));
-    if (key_file) {
+    bool record = store::is_miss_record_name(e.name);
+    if (record) {
       auto st = fs.stat(path, Follow::no);
-      key_file = !st || st->is_regular;  // one that went meanwhile is nothing to collect
+      record = !st || st->is_regular;  // one that went meanwhile is nothing to collect
     }
-    if (!key_file) c.stray(path, " in misses/");
+    if (!record) c.stray(path, " in misses/");
   }
   for (const auto& e : top->names)
     if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");

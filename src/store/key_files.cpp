@@ -1,6 +1,8 @@
 // Key files: the key of a load, written to a file so a miss can be explained after the fact.
-// Lookups record each missed key in <dir>/misses/<id>.key and keep the newest kMaxRecordedMisses.
+// Lookups record each missed key in <dir>/misses/<id>.key, the lookup's reason for the miss in
+// <id>.reason beside it, and keep the newest kMaxRecordedMisses.
 #include <algorithm>
+#include <cstring>
 
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
@@ -29,6 +31,8 @@ namespace {
 
 constexpr std::size_t kMaxRecordedMisses = 64;
 constexpr const char* kKeySuffix = ".key";
+constexpr const char* kReasonSuffix = ".reason";
+constexpr std::uint64_t kMaxReasonBytes = 16u << 10;  // a line of a report; anything longer is not ours
 
 FileSystem& side_fs() {
   static const std::shared_ptr<FileSystem> fs = posix_file_system();
@@ -55,15 +59,26 @@ std::vector<Found> key_files(FileSystem& fs, const std::string& dir) {
 
 }  // namespace
 
-void record_miss(const std::string& cache_directory, const Key& key, const std::string& id) {
+bool is_miss_record_name(const std::string& name) {
+  for (const char* suffix : {kKeySuffix, kReasonSuffix})
+    if (name.size() == 32 + std::strlen(suffix) && name.ends_with(suffix) && is_entry_id(name.substr(0, 32))) return true;
+  return false;
+}
+
+void record_miss(const std::string& cache_directory, const Key& key, const std::string& id, const std::string& reason) {
   FileSystem& fs = side_fs();
   const std::string dir = cache_directory + "/" + kMissesDir;
   if (!make_directories(fs, dir)) return;
   // A misses/ that is a symlink would receive key files wherever it points.
   if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
+  // The reason first: a key file with no reason beside it reads as one recorded before reasons were.
+  (void)write_file_atomic(fs, dir + "/" + id + kReasonSuffix, reason.substr(0, kMaxReasonBytes));
   if (!write_key_file(fs, dir + "/" + id + kKeySuffix, key)) return;
   auto found = key_files(fs, dir);
-  for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i) (void)fs.remove_file(dir + "/" + found[i].name);
+  for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i) {
+    (void)fs.remove_file(dir + "/" + found[i].name);
+    (void)fs.remove_file(dir + "/" + found[i].name.substr(0, 32) + kReasonSuffix);
+  }
 }
 
 }  // namespace store
@@ -71,8 +86,13 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
 std::vector<RecordedMiss> recorded_misses(const Store& store) {
   std::vector<RecordedMiss> out;
   const std::string dir = store.config().directory + "/" + store::kMissesDir;
-  for (auto& f : store::key_files(store::side_fs(), dir))
-    out.push_back({f.name.substr(0, 32), dir + "/" + f.name, f.mtime_ns});
+  for (auto& f : store::key_files(store::side_fs(), dir)) {
+    const std::string id = f.name.substr(0, 32);
+    // Read as the store's own file (no link, no second name, bounded): another process may have
+    // planted anything there.
+    auto reason = read_own_file(store::side_fs(), dir + "/" + id + store::kReasonSuffix, store::kMaxReasonBytes);
+    out.push_back({id, dir + "/" + f.name, f.mtime_ns, reason ? std::move(*reason) : std::string()});
+  }
   return out;
 }
 

@@ -45,7 +45,7 @@ void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& 
     case LookupResult::disabled: break;  // a disabled cache touches no disk
     case LookupResult::miss:
       store::bump_counter(dir, store::Counter::miss);
-      store::record_miss(dir, key, out.entry_id);
+      store::record_miss(dir, key, out.entry_id, out.reason);
       break;
   }
 }

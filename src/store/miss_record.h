@@ -7,7 +7,13 @@
 
 namespace snapcache::store {
 
-// Best effort and off the data path's FileSystem: a failure only loses the explanation.
-void record_miss(const std::string& cache_directory, const Key& key, const std::string& id);
+// Best effort and off the data path's FileSystem: a failure only loses the explanation. `reason`
+// is the lookup's own words for the miss (the nearest entry and how its key differs), kept beside
+// the key so `snapcache why` can say what caused it after the entry has been published.
+void record_miss(const std::string& cache_directory, const Key& key, const std::string& id,
+                 const std::string& reason);
+
+// Whether `name` in misses/ is one record_miss writes (<id>.key, <id>.reason): gc removes others.
+bool is_miss_record_name(const std::string& name);
 
 }  // namespace snapcache::store

@@ -1,4 +1,6 @@
 // snapcache why: the key fields that make a load miss.
+#include <unistd.h>
+
 #include <map>
 
 #include "cli_fixtures.h"
@@ -102,4 +104,46 @@ TEST_CASE("cli why, ls and inspect show a checkpoint keyed by content by its dig
   INFO(inspect.out << inspect.err);
   CHECK(contains(inspect.out, "content digest " + std::string(32, 'a')));
   CHECK(contains(inspect.out, "keyed by content"));
+}
+
+TEST_CASE("cli why keeps the cause of a miss after the entry is published, and gc keeps the record",
+          "[cli][why]") {
+  Cache cache;
+  const std::string published = cache.publish(43);
+  Key wanted = store_key(43);
+  wanted.topology.tp_size = 2;
+  const std::string missed = key_id(wanted);
+  REQUIRE(cache.store->lookup(wanted).result == LookupResult::miss);
+  // The load that missed went on to publish, as a cold load does.
+  REQUIRE(publish_raw(*cache.store, wanted, raw_model(43, 1)).result == PublishResult::published);
+
+  auto text = run_cli(with_dir(cache, {"why", missed}));
+  INFO(text.out << text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(contains(text.out, "published after the miss"));
+  // Before, only "(published since)": the difference that caused the miss was gone.
+  CHECK(contains(text.out, "why, at the miss: no entry for this key; nearest entry " + published.substr(0, 12)));
+  CHECK(contains(text.out, "topology.tp_size"));
+
+  auto list = run_cli(with_dir(cache, {"why", "--json"}));
+  REQUIRE(list.exit_code == 0);
+  auto l = list.json();
+  REQUIRE(l["misses"].size() == 1);
+  CHECK(l["misses"][0]["entry_exists"] == true);
+  CHECK(contains(l["misses"][0]["reason_at_miss"].get<std::string>(), "topology.tp_size"));
+
+  // The reason file is the store's own: gc of strays keeps it, and a planted one is not trusted.
+  auto gc = run_cli(with_dir(cache, {"gc", "--grace", "0"}));
+  INFO(gc.out << gc.err);
+  REQUIRE(gc.exit_code == 0);
+  auto again = run_cli(with_dir(cache, {"why", missed}));
+  CHECK(contains(again.out, "why, at the miss:"));
+  const std::string reason_file = cache.path() + "/misses/" + missed + ".reason";
+  REQUIRE(::unlink(reason_file.c_str()) == 0);
+  TempDir elsewhere;
+  write_bytes(elsewhere / "forged", "forged\x1b[2Jreason");
+  REQUIRE(::link((elsewhere / "forged").c_str(), reason_file.c_str()) == 0);  // a second name: not ours
+  auto forged = run_cli(with_dir(cache, {"why", missed}));
+  INFO(forged.out);
+  CHECK_FALSE(contains(forged.out, "forged"));
 }

@@ -439,3 +439,51 @@ TEST_CASE("a hit's lookup claims no bytes it did not read, and a failed load's t
   REQUIRE(at != std::string::npos);
   CHECK(std::stod(text.substr(at + 8)) >= 120.0);  // it was "total 0.0" whatever the load took
 }
+
+TEST_CASE("every way a loader's output breaks the declared layout is named in one error, cold and warm",
+          "[executor][report]") {
+  test::DemoFixture f;
+  LoadPlan plan = f.plan();
+  auto broken = std::make_shared<std::vector<std::string>>();  // the first three tensors' names
+  plan.ordinary_loader = [inner = plan.ordinary_loader, broken](const LoadPlan& p) -> Result<NamedTensors> {
+    auto tensors = inner(p);
+    if (!tensors) return tensors;
+    NamedTensors out;
+    for (std::size_t i = 0; i < tensors->size(); ++i) {
+      auto [name, t] = (*tensors)[i];
+      if (i < 3) broken->push_back(name);
+      if (i == 0) continue;                  // missing
+      if (i == 1) t = t.to(at::kDouble);     // another dtype
+      if (i == 2) t = t.unsqueeze(0);        // another shape
+      out.emplace_back(std::move(name), std::move(t));
+    }
+    out.emplace_back("stray.weight", at::zeros({3}));  // not declared
+    return out;
+  };
+  auto cold = load_model(nullptr, plan);
+  REQUIRE_FALSE(cold.is_ok());
+  REQUIRE(broken->size() == 3);
+  const std::string& message = cold.status().message();
+  INFO(message);
+  CHECK(cold.status().code() == StatusCode::mismatch);
+  CHECK(message.find("4 problems with the layout of the ordinary loader's output") != std::string::npos);
+  CHECK(message.find("tensor '" + (*broken)[0] + "' is missing") != std::string::npos);
+  CHECK(message.find("tensor '" + (*broken)[1] + "': dtype float64") != std::string::npos);
+  CHECK(message.find("tensor '" + (*broken)[2] + "': shape") != std::string::npos);
+  CHECK(message.find("'stray.weight', which is not expected") != std::string::npos);
+
+  // Warm, after the declared layout changed: the entry is not served, and the error names every
+  // difference of the layout the loader gives from the one declared.
+  auto store = f.store();
+  REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  LoadPlan changed = f.plan();
+  changed.expected[0].dtype = DType::float64;
+  changed.expected[1].sizes = {1, 2, 3};
+  auto warm = load_model(store.get(), changed);
+  REQUIRE_FALSE(warm.is_ok());
+  const std::string& why = warm.status().message();
+  INFO(why);
+  CHECK(why.find("2 problems with the layout") != std::string::npos);
+  CHECK(why.find("tensor '" + changed.expected[0].name + "': dtype") != std::string::npos);
+  CHECK(why.find("tensor '" + changed.expected[1].name + "': shape") != std::string::npos);
+}

@@ -17,6 +17,7 @@ struct Wanted {
   std::string source;  // "file", "recorded_miss", "entry"
   std::string path;
   std::int64_t missed_unix_ns = 0;
+  std::string reason_at_miss;  // the lookup's words when it missed (recorded misses only)
 };
 
 Wanted find_key(Store& store, const std::string& target) {
@@ -25,7 +26,7 @@ Wanted find_key(Store& store, const std::string& target) {
   if (auto st = fs.stat(target); st && !st->is_directory) {
     auto key = read_key_file(fs, target);
     if (!key) throw CliError(kUsage, key.status().message());
-    return {std::move(*key), "file", target, 0};
+    return {std::move(*key), "file", target, 0, ""};
   }
   if (!is_hex(target))
     throw CliError(kNotFound, fmt::format("'{}' is neither a key file nor the id of a recorded miss or entry", target));
@@ -41,7 +42,7 @@ Wanted find_key(Store& store, const std::string& target) {
   if (misses.size() == 1) {
     auto key = read_key_file(fs, misses[0].path);
     if (!key) throw CliError(kFailure, key.status().message());
-    return {std::move(*key), "recorded_miss", misses[0].path, misses[0].unix_ns};
+    return {std::move(*key), "recorded_miss", misses[0].path, misses[0].unix_ns, misses[0].reason};
   }
   std::string id;
   try {
@@ -53,7 +54,7 @@ Wanted find_key(Store& store, const std::string& target) {
   }
   auto info = entry_info(store, id);
   if (!info || !info->manifest) throw CliError(kFailure, fmt::format("entry {} has no readable key", id));
-  return {info->manifest->key, "entry", info->path, 0};
+  return {info->manifest->key, "entry", info->path, 0, ""};
 }
 
 int explain(Context& ctx, const std::string& target) {
@@ -69,6 +70,7 @@ int explain(Context& ctx, const std::string& target) {
                 {"source", w.source},
                 {"path", w.path},
                 {"missed_unix_ns", w.missed_unix_ns ? json(w.missed_unix_ns) : json(nullptr)},
+                {"reason_at_miss", w.reason_at_miss.empty() ? json(nullptr) : json(w.reason_at_miss)},
                 {"key", key_json(w.key)},
                 {"entry_exists", exists},
                 {"nearest", n}});
@@ -77,6 +79,8 @@ int explain(Context& ctx, const std::string& target) {
   say("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
       checkpoint_text(w.key), topology_text(w.key.topology));
   if (w.missed_unix_ns) say("missed {} ({})\n", when(w.missed_unix_ns), ago(w.missed_unix_ns));
+  // What caused it, as the lookup said then: still the cause after the entry has been published.
+  if (!w.reason_at_miss.empty()) say("why, at the miss: {}\n", w.reason_at_miss);
   if (exists) {
     say("entry {} has this key now, so a load with it hits{}\n", id.substr(0, 12),
         w.source == "recorded_miss" ? " (it was published after the miss)" : "");
@@ -99,19 +103,25 @@ int list_misses(Context& ctx) {
   Store& store = ctx.store();
   auto misses = recorded_misses(store);
   json out = json::array();
-  Table t({"KEY", "MISSED", "COMPONENT", "CHECKPOINT", "NEAREST ENTRY DIFFERS IN"});
+  Table t({"KEY", "MISSED", "COMPONENT", "CHECKPOINT", "WHY"});
   for (const auto& m : misses) {
     auto key = read_key_file(store.fs(), m.path);
     if (!key) continue;
     const bool exists = store.fs().stat(store.entry_path(m.id)).is_ok();
     auto best = exists ? std::nullopt : nearest_entry(store, *key);
-    std::string diff = exists ? "(published since)" : best ? describe_differences(best->second, 2) : "(no entries)";
+    // The cause as recorded at the miss; for an old record without it, the nearest entry now.
+    std::string diff = !m.reason.empty() ? m.reason
+                       : exists          ? "(published since)"
+                       : best            ? describe_differences(best->second, 2)
+                                         : "(no entries)";
+    if (exists && !m.reason.empty()) diff += " (published since)";
     t.add({m.id.substr(0, 12), ago(m.unix_ns), key->component.empty() ? "''" : key->component, checkpoint_text(*key),
            diff});
     out.push_back({{"key_id", m.id},
                    {"missed_unix_ns", m.unix_ns},
                    {"component", key->component},
                    {"entry_exists", exists},
+                   {"reason_at_miss", m.reason.empty() ? json(nullptr) : json(m.reason)},
                    {"nearest", best ? json({{"id", best->first}, {"differences", differences_json(best->second)}})
                                     : json(nullptr)}});
   }
