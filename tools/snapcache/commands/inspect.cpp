@@ -222,7 +222,8 @@ void print_text(const EntryInfo& e, const Detail& detail) {
   print_tensor_summary(m);
   if (detail.chunks || detail.all) print_chunks(m);
   if (!detail.all) {
-    say("\n--chunks lists every chunk and its checksum; --all also every storage and tensor\n");
+    if (detail.chunks) say("\n--all also lists every storage and tensor\n");
+    else say("\n--chunks lists every chunk and its checksum; --all also every storage and tensor\n");
     return;
   }
 
