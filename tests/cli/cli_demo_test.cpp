@@ -7,7 +7,7 @@
 using namespace snapcache;
 using namespace snapcache::test;
 
-TEST_CASE("demo creates its work directory with missing parents; its comparison load says it runs without the cache",
+TEST_CASE("demo creates its work directory with missing parents, and its comparison load says it runs without the cache",
           "[cli][demo]") {
   TempDir dir;
   const std::string work = dir / "not/there/yet";

@@ -224,7 +224,7 @@ std::string line_with(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("cli inspect summarises an entry's tensors; --chunks and --all list its parts", "[cli][inspect]") {
+TEST_CASE("cli inspect summarises an entry's tensors, and --chunks and --all list its parts", "[cli][inspect]") {
   Cache cache;
   PublishOptions options;
   options.chunk_size = 1 << 20;
