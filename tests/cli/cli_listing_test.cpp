@@ -150,7 +150,7 @@ TEST_CASE("cli inspect shows key tensors storages checksums and leases without c
   CHECK(k_view["bytes"] == 256 * 256 * 2);
   CHECK(tensor("attn.proj.weight_t")["strides"] == nlohmann::json::array({1, 512}));
 
-  auto text = run_cli(with_dir(cache, {"inspect", id}));
+  auto text = run_cli(with_dir(cache, {"inspect", id, "--all"}));
   REQUIRE(text.exit_code == 0);
   INFO(text.out);
   CHECK(contains(text.out, "attn.qkv.weight"));
@@ -189,4 +189,96 @@ TEST_CASE("cli inspect names the candidates of an ambiguous prefix", "[cli][insp
   auto none = run_cli(with_dir(cache, {"inspect", unused}));
   CHECK(none.exit_code == 3);
   CHECK(contains(none.err, "no entry matches"));
+}
+
+namespace {
+
+// A model of `layers` layers, each an attention weight (bf16) and an int8 weight with fp32 scales,
+// and an embedding: the names of a real model's layers, which a summary groups.
+RawModel layered_model(int layers) {
+  RawModel m;
+  auto storage = [&](std::size_t bytes) {
+    m.storages.emplace_back(bytes, std::byte{7});
+    return static_cast<std::uint32_t>(m.storages.size() - 1);
+  };
+  m.tensors.push_back({"embed.weight", DType::bfloat16, {128, 64}, {64, 1}, storage(128 * 64 * 2), 0});
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    m.tensors.push_back({p + "attn.qkv.weight", DType::bfloat16, {192, 64}, {64, 1}, storage(192 * 64 * 2), 0});
+    m.tensors.push_back({p + "mlp.up.weight", DType::int8, {256, 64}, {64, 1}, storage(256 * 64), 0});
+    m.tensors.push_back({p + "mlp.up.scale", DType::float32, {256, 1}, {1, 1}, storage(256 * 4), 0});
+  }
+  return m;
+}
+
+std::size_t line_count(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+// The line of `text` that holds `part`, or "".
+std::string line_with(const std::string& text, const std::string& part) {
+  const auto at = text.find(part);
+  if (at == std::string::npos) return "";
+  const auto begin = text.rfind('\n', at);
+  const auto end = text.find('\n', at);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end == std::string::npos ? end : end - begin - 1);
+}
+
+}  // namespace
+
+TEST_CASE("cli inspect summarises an entry's tensors, and --chunks and --all list its parts", "[cli][inspect]") {
+  Cache cache;
+  PublishOptions options;
+  options.chunk_size = 1 << 20;
+  const RawModel model = layered_model(24);
+  auto out = publish_raw(*cache.store, store_key(60), model, options);
+  REQUIRE(out.result == PublishResult::published);
+  const std::string id = out.entry_id;
+
+  auto summary = run_cli(with_dir(cache, {"inspect", id.substr(0, 12)}));
+  INFO(summary.out << summary.err);
+  REQUIRE(summary.exit_code == 0);
+  // The entry, its state and its key, as before.
+  CHECK(contains(summary.out, "entry     " + id));
+  CHECK(contains(summary.out, "state     ok"));
+  CHECK(contains(summary.out, "source_identity"));
+  CHECK(contains(summary.out, "/checkpoints/model-60.safetensors"));
+  // The tensors: how many, how big, grouped by dtype and by name with the layer index as "*".
+  CHECK(contains(summary.out, "tensors (73, "));
+  CHECK(contains(line_with(summary.out, "\n  bfloat16 "), " 25 "));
+  CHECK(contains(line_with(summary.out, "\n  int8 "), " 24 "));
+  CHECK(contains(line_with(summary.out, "\n  float32 "), " 24 "));
+  const std::string qkv = line_with(summary.out, "blocks.*.attn.qkv.weight");
+  CHECK(contains(qkv, " 24 "));
+  CHECK(contains(qkv, "bfloat16"));
+  CHECK(contains(qkv, "[192, 64]"));
+  CHECK(contains(qkv, "576.0 KiB"));  // 24 x 192 x 64 x 2 bytes
+  CHECK(contains(line_with(summary.out, "blocks.*.mlp.up.scale"), "[256, 1]"));
+  CHECK(contains(line_with(summary.out, "embed.weight"), " 1 "));
+  // A screenful, not one line per tensor, chunk and storage.
+  CHECK_FALSE(contains(summary.out, "blocks.7.attn.qkv.weight"));
+  CHECK_FALSE(contains(summary.out, "XXH3-64"));
+  CHECK(line_count(summary.out) < 45);
+  CHECK(contains(summary.out, "--chunks"));
+
+  auto chunks = run_cli(with_dir(cache, {"inspect", id, "--chunks"}));
+  INFO(chunks.out);
+  REQUIRE(chunks.exit_code == 0);
+  CHECK(contains(chunks.out, "blocks.*.attn.qkv.weight"));
+  CHECK(contains(chunks.out, "XXH3-64"));
+  CHECK(contains(chunks.out, "data-0000.bin"));
+  CHECK_FALSE(contains(chunks.out, "blocks.7.attn.qkv.weight"));
+
+  // --all: everything, each storage and each tensor with its layout.
+  auto all = run_cli(with_dir(cache, {"inspect", id, "--all"}));
+  INFO(all.out);
+  REQUIRE(all.exit_code == 0);
+  CHECK(contains(all.out, "XXH3-64"));
+  CHECK(contains(all.out, "storages (73)"));
+  for (const auto& t : model.tensors) CHECK(contains(all.out, "  " + t.name + " "));
+  CHECK(contains(all.out, "STRIDES"));
+
+  // The JSON is whole without a flag.
+  auto j = run_cli(with_dir(cache, {"inspect", id, "--json"})).json();
+  CHECK(j["tensors"].size() == model.tensors.size());
+  CHECK(j["storages"].size() == model.storages.size());
+  CHECK_FALSE(j["files"][0]["chunk_hashes"].empty());
 }

@@ -44,9 +44,9 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+pid_t spawn(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env,
             posix_spawn_file_actions_t* actions) {
-  std::vector<std::string> argv_s{SNAPCACHE_CLI};
+  std::vector<std::string> argv_s{program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<std::string> env_s = env;
   auto argv = pointers(argv_s);
@@ -74,13 +74,18 @@ nlohmann::json CliRun::json() const {
 }
 
 CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  return run_program(SNAPCACHE_CLI, args, env);
+}
+
+CliRun run_program(const std::string& program, const std::vector<std::string>& args,
+                   const std::vector<std::string>& env) {
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  pid_t pid = spawn(args, environment(env), &actions);
+  pid_t pid = spawn(program, args, environment(env), &actions);
   posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -124,7 +129,7 @@ CliRun run_cli_on_terminal(const std::vector<std::string>& args) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, slave, 1);
   posix_spawn_file_actions_adddup2(&actions, slave, 2);
-  pid_t pid = spawn(args, environment({}), &actions);
+  pid_t pid = spawn(SNAPCACHE_CLI, args, environment({}), &actions);
   posix_spawn_file_actions_destroy(&actions);
   CliRun run;
   bool exited = false;

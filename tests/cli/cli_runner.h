@@ -19,6 +19,9 @@ struct CliRun {
 // `env` adds NAME=value pairs to an environment without SNAPCACHE_* variables, XDG_CACHE_HOME,
 // and with XDG_CONFIG_HOME and HOME pointing nowhere, so no setting of the machine leaks in.
 CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+// Another built program (snapcache-demo), the same way.
+CliRun run_program(const std::string& program, const std::vector<std::string>& args,
+                   const std::vector<std::string>& env = {});
 
 // The same on a pseudo-terminal (stdout and stderr both), as an operator at a shell sees it.
 CliRun run_cli_on_terminal(const std::vector<std::string>& args);

@@ -1,4 +1,7 @@
 // snapcache verify: damage found and named, --repair, the progress bar.
+#include <map>
+#include <set>
+
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "support/catch.h"
@@ -146,4 +149,61 @@ TEST_CASE("cli verify --repair takes a leased damaged entry out of use at once",
   CHECK(gc.exit_code == 0);
   CHECK(gc.json()["removed"].size() == 1);
   CHECK(count_entries(cache.path() + "/trash") == 0);
+}
+
+namespace {
+
+// The terminal column at byte `at` of `line`: a character of UTF-8 takes one, whatever its bytes.
+std::size_t column(const std::string& line, std::size_t at) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < at && i < line.size(); ++i) n += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli verify lines up its columns when component names differ in width", "[cli][verify]") {
+  Cache cache;
+  PublishOptions options;
+  options.chunk_size = 1 << 20;
+  // Names of 3, 12 and 6 characters (the last of 12 bytes: columns count characters).
+  const std::vector<std::string> components = {"dit", "text_encoder", "модель"};
+  std::map<std::string, std::string> component_of;
+  for (std::size_t i = 0; i < components.size(); ++i) {
+    auto out = publish_raw(*cache.store, store_key(70 + static_cast<int>(i), components[i]), raw_model(70 + static_cast<int>(i)), options);
+    REQUIRE(out.result == PublishResult::published);
+    component_of[out.entry_id.substr(0, 12)] = components[i];
+  }
+  const std::string damaged = cache.publish(73);  // "dit" again, with a damaged chunk
+  component_of[damaged.substr(0, 12)] = "dit";
+  flip_byte(cache.data_path(damaged), storage_offset_of(cache, damaged, "attn.qkv.weight") + 7);
+
+  auto run = run_cli(with_dir(cache, {"verify"}));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  std::set<std::size_t> id_columns, component_columns, size_columns;
+  std::size_t results = 0;
+  std::size_t start = 0;
+  while (start < run.out.size()) {
+    const std::size_t end = run.out.find('\n', start);
+    const std::string line = run.out.substr(start, end - start);
+    start = end + 1;
+    if (!line.starts_with("ok ") && !line.starts_with("DAMAGED ")) continue;
+    ++results;
+    const std::size_t id_at = line.find_first_not_of(' ', line.find(' '));
+    const std::string id = line.substr(id_at, 12);
+    REQUIRE(component_of.count(id) == 1);
+    const std::size_t component_at = line.find(component_of[id], id_at + 12);
+    REQUIRE(component_at != std::string::npos);
+    id_columns.insert(column(line, id_at));
+    component_columns.insert(column(line, component_at));
+    const std::size_t size_at = line.find_first_not_of(' ', component_at + component_of[id].size());
+    if (size_at != std::string::npos) size_columns.insert(column(line, size_at));  // DAMAGED ends at its component
+  }
+  CHECK(results == 4);
+  CHECK(id_columns.size() == 1);
+  CHECK(component_columns.size() == 1);
+  CHECK(size_columns.size() == 1);
+  // The lines under a damaged entry start under its id.
+  CHECK(contains(run.out, "\n" + std::string(*id_columns.begin(), ' ') + "data-0000.bin chunk "));
 }

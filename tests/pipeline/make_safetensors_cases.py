@@ -32,12 +32,25 @@ def valid(rng):
     return header, data
 
 
-def encode(header, data, pad=True):
-    text = json.dumps(header, separators=(",", ":"))
+def encode(header, data, pad=True, before="", indent=None):
+    text = before + json.dumps(header, separators=(",", ":") if indent is None else None, indent=indent)
     if pad:
         text += " " * ((8 - len(text) % 8) % 8)
     raw = text.encode()
     return struct.pack("<Q", len(raw)) + raw + data
+
+
+def with_header_text(out, edit):
+    """The file `out` with its header text replaced by edit(text), padded again."""
+    n = struct.unpack("<Q", out[:8])[0]
+    text = edit(out[8 : 8 + n].decode())
+    raw = text.encode() + b" " * ((8 - len(text.encode()) % 8) % 8)
+    return struct.pack("<Q", len(raw)) + raw + out[8 + n :]
+
+
+def json_space(rng, n):
+    """n characters of JSON's whitespace (space, tab, line feed, carriage return)."""
+    return "".join(rng.choice(" \t\n\r") for _ in range(n))
 
 
 def tensors_of(header):
@@ -55,8 +68,13 @@ def mutate(rng, header, data):
         "metadata-int", "metadata-list", "header-not-object", "header-truncated", "length-large",
         "length-small", "truncate-file", "no-padding", "duplicate-key", "empty-header", "offsets-three",
         "offsets-negative", "name-metadata-entry",
+        # Issue 23: what JSON allows around and inside the object, which serde_json (the
+        # reference's parser) reads, and the bytes around it that it does not.
+        "leading-whitespace", "trailing-whitespace", "indented", "byte-order-mark", "leading-nul",
+        "trailing-nul", "leading-other-space", "metadata-null", "escaped-names", "duplicate-field",
+        "duplicate-metadata", "duplicate-key-bad-first", "dtype-subbyte",
     ])
-    pad = True
+    pad, before, indent = True, "", None
     if kind == "dtype":
         entry["dtype"] = rng.choice(["Q4", "f32", "", "F128", "I4"])
     elif kind == "shape-grow":
@@ -100,7 +118,18 @@ def mutate(rng, header, data):
         header["__metadata__"] = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
     elif kind == "no-padding":
         pad = False
-    out = encode(header, data, pad)
+    elif kind == "leading-whitespace":
+        before = json_space(rng, rng.randint(1, 9))
+    elif kind == "indented":
+        indent = rng.choice([1, 2, "\t"])
+    elif kind == "metadata-null":
+        header["__metadata__"] = None
+    elif kind == "duplicate-metadata":
+        header["__metadata__"] = {"format": "pt"}  # and a second one before it, below
+    elif kind == "dtype-subbyte" and entry["shape"]:
+        # F4 packs two values a byte; the reference reads it (as torch's float4_e2m1fn_x2).
+        entry["dtype"], entry["shape"] = "F4", [2 * (entry["data_offsets"][1] - entry["data_offsets"][0])]
+    out = encode(header, data, pad, before, indent)
     if kind == "header-not-object":
         raw = b"[1,2]   "
         out = struct.pack("<Q", len(raw)) + raw
@@ -119,6 +148,32 @@ def mutate(rng, header, data):
         dup = text.replace("{", '{"t0":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},', 1)
         raw = dup.encode() + b" " * ((8 - len(dup) % 8) % 8)
         out = struct.pack("<Q", len(raw)) + raw + out[8 + struct.unpack("<Q", out[:8])[0] :]
+    elif kind == "trailing-whitespace":
+        n = struct.unpack("<Q", out[:8])[0]
+        tail = json_space(rng, rng.randint(1, 9)).encode()
+        out = struct.pack("<Q", n + len(tail)) + out[8 : 8 + n] + tail + out[8 + n :]
+    elif kind in ("byte-order-mark", "leading-nul", "leading-other-space", "trailing-nul"):
+        n = struct.unpack("<Q", out[:8])[0]
+        text = out[8 : 8 + n]
+        if kind == "trailing-nul":
+            text = text.rstrip(b" ") + b"\0" * rng.randint(1, 4)
+        else:
+            text = {"byte-order-mark": "\ufeff", "leading-nul": "\0",
+                    "leading-other-space": rng.choice(["\f", "\v", "\u00a0"])}[kind].encode() + text
+        out = struct.pack("<Q", len(text)) + text + out[8 + n :]
+    elif kind == "escaped-names":
+        out = with_header_text(out, lambda t: t.replace('"t', '"\\u0074'))
+    elif kind == "duplicate-field":
+        field = rng.choice(["dtype", "shape", "data_offsets"])
+        value = json.dumps(entry[field] if field in entry else 0, separators=(",", ":"))
+        out = with_header_text(out, lambda t: t.replace(f'"{name}":{{', f'"{name}":{{"{field}":{value},', 1))
+    elif kind == "duplicate-metadata":
+        out = with_header_text(out, lambda t: t.replace("{", '{"__metadata__":{"a":"b"},', 1))
+    elif kind == "duplicate-key-bad-first":
+        # The reference deserializes every occurrence of a name, then keeps the last.
+        bad = rng.choice(['{"dtype":"Q4","shape":[0],"data_offsets":[0,0]}', '5', '[]', 'null',
+                          '{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}', '{"dtype":"U8","shape":[0]}'])
+        out = with_header_text(out, lambda t: t.replace("{", '{"' + name + '":' + bad + ",", 1))
     return out, kind
 
 

@@ -18,15 +18,18 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "dit_model.h"
 #include "snapcache/config.h"
 #include "snapcache/donor.h"
+#include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/rank_group.h"
 #include "snapcache/printable.h"
@@ -68,6 +71,44 @@ Result<Run> load_and_run(Store* store, const LoadPlan& plan, const demo::DitConf
   Run run{std::move(*model), {}};
   run.fingerprint = demo::fingerprint(run.model, demo::forward(dit, run.model));
   return run;
+}
+
+// The comparison loads run without the cache on purpose. The library would log each as
+// "ineligible ...: no cache store is configured", which reads like a failure; the demo says what
+// they are instead (load_without_cache), and its log sink leaves out their info and debug lines.
+// The flag is per thread: a publication in the background logs from its own thread, and is kept.
+thread_local bool in_comparison_load = false;
+
+void demo_log_sink(LogLevel level, std::string_view message) {
+  if (in_comparison_load && level >= LogLevel::info) return;
+  log_to_stderr(level, message);
+}
+
+// The ordinary path alone, no cache involved: what the cache's loads are compared with.
+Result<Run> load_without_cache(const LoadPlan& plan, const demo::DitConfig& dit) {
+  in_comparison_load = true;
+  auto run = load_and_run(nullptr, plan, dit);
+  in_comparison_load = false;
+  if (run)
+    fmt::print("load without the cache (for comparison): {}, read by the ordinary loader\n\n",
+               format_duration(run->model.report.seconds));
+  std::fflush(stdout);  // before the library's next log lines (stderr)
+  return run;
+}
+
+// `dir` and its missing parents, as `mkdir -p` makes them. (The library's own helper is private;
+// the demo uses the public API only.)
+Status make_work_dir(const std::string& dir) {
+  for (std::size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
+    const std::string part = dir.substr(0, end);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      return {StatusCode::io_error, fmt::format("--work-dir: cannot create {}: {}", part, std::strerror(errno))};
+    if (end == std::string::npos) break;
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return {StatusCode::invalid_argument, fmt::format("--work-dir: {} exists and is not a directory", dir)};
+  return Status::ok();
 }
 
 // Reasons and stage errors may carry names from the cache or a donor's words: printed escaped.
@@ -158,7 +199,7 @@ int attach_to_donor(Store* store, LoadPlan plan, const demo::DitConfig& dit, con
   auto attached = load_and_run(store, attached_plan, dit);
   if (!attached) return fail("load failed: " + attached.status().to_string());
   print_load(fmt::format("attaching process (pid {})", ::getpid()), attached->model.report);
-  auto ordinary = load_and_run(nullptr, plan, dit);
+  auto ordinary = load_without_cache(plan, dit);
   if (!ordinary) return fail("load without the cache failed: " + ordinary.status().to_string());
   const bool same = attached->fingerprint == ordinary->fingerprint;
   fmt::print("weights and outputs (ordinary load / attached): {}  (fingerprint {})\n", same ? "bit-identical" : "DIFFERENT",
@@ -174,7 +215,7 @@ int main(int argc, char** argv) {
   CLI::App app{"snapcache demo: a first load that publishes, a restarted process that reuses it, bit-identical"};
   Options o;
   app.add_option("--dir", o.cache_dir, "cache directory (default: SNAPCACHE_DIR or ~/.cache/snapcache)");
-  app.add_option("--work-dir", o.work_dir, "where the generated checkpoint is written")->capture_default_str();
+  app.add_option("--work-dir", o.work_dir, "where the generated checkpoint is written (made, with missing parents)")->capture_default_str();
   app.add_option("--size-mib", o.size_mib, "approximate checkpoint size in MiB")->capture_default_str()->check(CLI::Range(16, 65536));
   app.add_option("--tp-rank", o.tp_rank, "tensor-parallel rank to load")->capture_default_str();
   app.add_option("--tp-size", o.tp_size, "tensor-parallel size (1, 2, 4 or 8)")->capture_default_str()->check(CLI::IsMember({1, 2, 4, 8}));
@@ -194,6 +235,7 @@ int main(int argc, char** argv) {
   app.add_option("--restart-of", o.restart_of, "(internal) run as the restarted process")->group("");
   app.add_option("--reference-seconds", o.reference_seconds, "(internal) the first process's no-cache load time")->group("");
   CLI11_PARSE(app, argc, argv);
+  set_log_sink(demo_log_sink);
   if (o.tp_rank < 0 || o.tp_rank >= o.tp_size)
     return fail(fmt::format("--tp-rank {} is not in [0, {})", o.tp_rank, o.tp_size));
   const bool restarted = !o.restart_of.empty();
@@ -234,7 +276,8 @@ int main(int argc, char** argv) {
   const std::uint64_t per_layer = demo::checkpoint_bytes({dit.hidden, 1, dit.heads, dit.tokens, 0, 1, 1});
   dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.size_mib * (1ull << 20) / per_layer));
 
-  ::mkdir(o.work_dir.c_str(), 0755);
+  while (o.work_dir.size() > 1 && o.work_dir.back() == '/') o.work_dir.pop_back();
+  if (Status made = make_work_dir(o.work_dir); !made) return fail(made.to_string());
   const std::string checkpoint = fmt::format("{}/dit-h{}-l{}.safetensors", o.work_dir, dit.hidden, dit.layers);
   struct stat st {};
   // In a group rank 0 writes the checkpoint; the others wait for it in load_in_group.
@@ -271,7 +314,7 @@ int main(int argc, char** argv) {
     fmt::print("checkpoint {} | tp {}/{} | device {} | cache {}\n\n", printable(checkpoint), o.tp_rank, o.tp_size,
                device.str(), printable(cache));
     std::fflush(stdout);  // keep the library's log lines (stderr) in order with ours
-    auto reference = load_and_run(nullptr, plan, dit);  // the ordinary path, no cache involved
+    auto reference = load_without_cache(plan, dit);
     if (!reference) return fail("load without the cache failed: " + reference.status().to_string());
     auto first = load_and_run(store.get(), plan, dit);
     if (!first) return fail("load failed: " + first.status().to_string());
@@ -300,7 +343,7 @@ int main(int argc, char** argv) {
   auto warm = load_and_run(store.get(), plan, dit);
   if (!warm) return fail("load failed: " + warm.status().to_string());
   print_load(fmt::format("restarted process (pid {})", ::getpid()), warm->model.report);
-  auto ordinary = load_and_run(nullptr, plan, dit);
+  auto ordinary = load_without_cache(plan, dit);
   if (!ordinary) return fail("load without the cache failed: " + ordinary.status().to_string());
   const bool same = warm->fingerprint == o.restart_of && ordinary->fingerprint == o.restart_of;
   fmt::print("weights and outputs (no cache / first process / restarted process): {}  (fingerprint {})\n",

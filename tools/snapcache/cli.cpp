@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <climits>
 
 #include <fmt/format.h>
@@ -76,6 +78,38 @@ std::vector<EntryInfo> published_entries(Store& store) {
 
 bool is_hex(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+namespace {
+
+// Edits from a to b, an adjacent swap counting as one (optimal string alignment distance).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::optional<std::string> nearest_name(const std::string& word, const std::vector<std::string>& names) {
+  // Anything longer is no typo of a command name, and would cost a large table for nothing.
+  if (word.size() > 64) return std::nullopt;
+  std::string lower = word;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::optional<std::string> best;
+  std::size_t best_distance = 0;
+  for (const auto& name : names) {
+    const std::size_t distance = edit_distance(lower, name);
+    if (distance > std::max<std::size_t>(1, name.size() / 3)) continue;
+    if (!best || distance < best_distance) best = name, best_distance = distance;
+  }
+  return best;
 }
 
 std::string resolve_entry(Store& store, const std::string& text) {

@@ -70,5 +70,9 @@ std::vector<EntryInfo> published_entries(Store& store);
 // The full id of the entry `text` names: a whole id or a prefix that only one entry has.
 std::string resolve_entry(Store& store, const std::string& text);
 bool is_hex(const std::string& text);
+// The name among `names` nearest to `word` (a typed command), when one is near enough to be what
+// was meant: at most one edit (a letter added, dropped, changed, or two swapped) per three
+// letters of the name, at least one; case is ignored. None when nothing is that close.
+std::optional<std::string> nearest_name(const std::string& word, const std::vector<std::string>& names);
 
 }  // namespace snapcache::cli

@@ -2,8 +2,11 @@
 // built on the library's public Store API; see docs/cli.md.
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,11 +20,43 @@
 
 using namespace snapcache::cli;
 
+namespace {
+
+// "unknown command 'lss' (did you mean 'ls'?)", the suggestion only when a command's name is close.
+std::string unknown_command(const std::string& word, const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands(std::function<bool(const CLI::App*)>{}))
+    names.push_back(command->get_name());
+  const auto near = nearest_name(word, names);
+  return fmt::format("unknown command '{}'{}; `snapcache --help` lists the commands", word,
+                     near ? fmt::format(" (did you mean '{}'?)", *near) : "");
+}
+
+// CLI11's message for bad arguments, in the words of the command's other errors: which command,
+// what was wrong, where its options are listed. An unknown command is named as such.
+std::string usage_error(const CLI::ParseError& e, const CLI::App& app) {
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && chosen.empty()) {
+    const std::vector<std::string> extra = app.remaining();
+    if (!extra.empty() && !extra.front().starts_with("-")) return unknown_command(extra.front(), app);
+  }
+  std::string what = e.what();
+  // "The following argument..." reads as the middle of our line; "ID is required" keeps its case.
+  if (what.size() > 1 && std::islower(static_cast<unsigned char>(what[1])))
+    what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+  if (chosen.empty()) return fmt::format("{}; `snapcache --help` lists the options", what);
+  const std::string name = chosen.front()->get_name();
+  return fmt::format("{}: {}; `snapcache {} --help` lists its options", name, what, name);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // The library's own log lines (evictions, quarantines) would repeat what the commands report.
   snapcache::set_log_level(snapcache::LogLevel::error);
 
-  CLI::App app{"snapcache: inspect, verify and clean the snapshot cache of loaded PyTorch weights"};
+  // Named, so that the usage line says `snapcache`, not argv[0] (the wheel's path in site-packages).
+  CLI::App app{"snapcache: inspect, verify and clean the snapshot cache of loaded PyTorch weights", "snapcache"};
   app.set_version_flag("--version", [] {
     auto torch = snapcache::current_torch_identity();
     return fmt::format("snapcache {} (format {}, torch {}, cuda {}, abi {})", snapcache::kVersion,
@@ -29,7 +64,8 @@ int main(int argc, char** argv) {
                        torch.cuda_version.empty() ? "none" : torch.cuda_version, torch.cxx_abi);
   });
   app.footer("Exit codes: 0 ok, 1 damage found, 2 bad arguments, 3 no such entry, 4 entries in use were left,\n"
-             "5 configuration or cache error. See docs/cli.md.");
+             "5 configuration or cache error.\n"
+             "`snapcache help COMMAND` (or `snapcache COMMAND --help`) shows a command's options.");
   app.require_subcommand(0, 1);
   Context ctx;
   app.add_option("--dir", ctx.options.dir, "Cache directory (default: SNAPCACHE_DIR, settings file, ~/.cache/snapcache)");
@@ -41,27 +77,38 @@ int main(int argc, char** argv) {
       add_config(app, ctx.options), add_why(app, ctx.options),   add_donors(app, ctx.options),
       add_export(app, ctx.options), add_import(app, ctx.options),
   };
+  // `snapcache help [COMMAND]`: the same text as --help, for the way people ask.
+  auto* help = app.add_subcommand("help", "Show the help of the tool, or of one command");
+  std::string topic;
+  help->add_option("command", topic, "A command");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version end here too, with code 0.
-    int code = app.exit(e);
-    return code == 0 ? kOk : kUsage;
+    // --help and --version end here too, with code 0: CLI11 prints them.
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kOk : kUsage;
+    print_error(usage_error(e, app));
+    return kUsage;
   }
   try {
     for (const Command& c : commands)
       if (c.app->parsed()) return c.run(ctx);
-    print_own_text(app.help());
+    if (help->parsed() && !topic.empty()) {
+      for (const Command& c : commands)
+        if (c.app->get_name() == topic) {
+          print_own_text(c.app->help(app.get_name()));
+          return kOk;
+        }
+      throw CliError(kUsage, unknown_command(topic, app));
+    }
+    // The tool's own help (app.help() would give the help of the command chosen, `help`).
+    print_own_text(app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal));
     return kOk;
   } catch (const CliError& e) {
-    std::fflush(stdout);
-    say_to(stderr, "snapcache: {}\n", e.what());
-    for (const auto& line : e.details()) say_to(stderr, "  {}\n", line);
+    print_error(e.what(), e.details());
     return e.code();
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    say_to(stderr, "snapcache: unexpected error: {}\n", e.what());
+    print_error(fmt::format("unexpected error: {}", e.what()));
     return kFailure;
   }
 }

@@ -26,33 +26,64 @@ void Table::add(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
-std::string Table::render() const {
-  std::vector<std::vector<std::string>> all;
-  if (!header_.empty()) all.push_back(header_);
-  all.insert(all.end(), rows_.begin(), rows_.end());
-  std::vector<std::size_t> width;
-  for (const auto& row : all) {
+namespace {
+
+// Characters, not bytes: a printable() cell is UTF-8 (a byte that is not is escaped), and a name
+// in another script takes one column a character, not one a byte. (East Asian wide characters
+// take two; they are not counted so.)
+std::size_t display_width(const std::string& cell) {
+  std::size_t n = 0;
+  for (unsigned char c : cell) n += (c & 0xC0) != 0x80;  // continuation bytes add no character
+  return n;
+}
+
+}  // namespace
+
+void Table::reserve(std::vector<std::string> row) {
+  if (reserved_.size() < row.size()) reserved_.resize(row.size(), 0);
+  for (std::size_t i = 0; i < row.size(); ++i) reserved_[i] = std::max(reserved_[i], display_width(printable(row[i])));
+}
+
+std::vector<std::size_t> Table::widths(const std::vector<std::string>* extra) const {
+  std::vector<std::size_t> width = reserved_;
+  auto widen = [&](const std::vector<std::string>& row) {
     if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
+  };
+  widen(header_);
+  for (const auto& row : rows_) widen(row);
+  if (extra != nullptr) widen(*extra);
+  return width;
+}
+
+std::string Table::line(const std::vector<std::string>& row, const std::vector<std::size_t>& width) const {
+  std::string out = indent_;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    bool right = i < right_.size() && right_[i];
+    bool last = i + 1 == row.size();
+    std::string pad(width[i] - display_width(row[i]), ' ');
+    if (right) out += pad + row[i];
+    else out += last ? row[i] : row[i] + pad;
+    if (!last) out += "  ";
   }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + "\n";
+}
+
+std::string Table::render() const {
+  const auto width = widths(nullptr);
   std::string out;
-  for (const auto& row : all) {
-    std::string line = indent_;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      bool right = i < right_.size() && right_[i];
-      bool last = i + 1 == row.size();
-      std::string pad(width[i] - row[i].size(), ' ');
-      if (right) line += pad + row[i];
-      else line += last ? row[i] : row[i] + pad;
-      if (!last) line += "  ";
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
+  if (!header_.empty()) out += line(header_, width);
+  for (const auto& row : rows_) out += line(row, width);
   return out;
 }
 
 void Table::print() const { std::fputs(render().c_str(), stdout); }
+
+void Table::print_row(std::vector<std::string> row) const {
+  for (auto& cell : row) cell = printable(cell);
+  std::fputs(line(row, widths(&row)).c_str(), stdout);
+}
 
 std::string when(std::int64_t unix_ns) {
   if (unix_ns == 0) return "-";
@@ -81,6 +112,12 @@ void print_json(const json& value, std::FILE* file) {
 }
 
 void print_own_text(const std::string& text) { std::fputs(text.c_str(), stdout); }
+
+void print_error(const std::string& message, const std::vector<std::string>& details) {
+  std::fflush(stdout);
+  say_to(stderr, "snapcache: {}\n", message);
+  for (const auto& line : details) say_to(stderr, "  {}\n", line);
+}
 
 std::string process_name(int pid) {
   std::ifstream in(fmt::format("/proc/{}/comm", pid));

@@ -23,8 +23,8 @@ namespace snapcache::cli {
 // Keys in the order they are written: the documented order, easier to read than sorted.
 using json = nlohmann::ordered_json;
 
-// Columns padded to their widest cell; the last column is never padded, so lines end cleanly. Each
-// cell is made printable() as it is added.
+// Columns padded to their widest cell (counted in characters, not bytes); the last column is never
+// padded, so lines end cleanly. Each cell is made printable() as it is added.
 class Table {
  public:
   explicit Table(std::vector<std::string> header = {}, std::string indent = "");
@@ -34,11 +34,21 @@ class Table {
   std::string render() const;
   void print() const;
 
+  // Rows printed one at a time as results come (verify's, between progress bars), aligned as if
+  // the table held them all: reserve() first the cells known beforehand (each entry's component),
+  // so that every column is already as wide as any row will make it.
+  void reserve(std::vector<std::string> row);
+  void print_row(std::vector<std::string> row) const;
+
  private:
+  std::vector<std::size_t> widths(const std::vector<std::string>* extra) const;
+  std::string line(const std::vector<std::string>& row, const std::vector<std::size_t>& width) const;
+
   std::vector<std::string> header_;
   std::string indent_;
   std::vector<bool> right_;
   std::vector<std::vector<std::string>> rows_;
+  std::vector<std::size_t> reserved_;
 };
 
 // "2025-06-01 12:00:03" in local time; "-" for 0; "after 2262-04-11" for a saturated time.
@@ -78,6 +88,11 @@ template <class... Args>
 void say(fmt::format_string<Args...> format, Args&&... args) {
   say_to(stdout, format, std::forward<Args>(args)...);
 }
+
+// The one way the command reports an error, on stderr: "snapcache: <message>", then each detail
+// line indented under it (an ambiguous prefix's candidates), all printed escaped. Whatever stdout
+// holds is flushed first, so the error comes after it.
+void print_error(const std::string& message, const std::vector<std::string>& details = {});
 
 // The command name of a process ("python3"), "?" when it is gone or hidden.
 std::string process_name(int pid);

@@ -7,7 +7,7 @@ namespace snapcache::cli {
 void add_common_options(CLI::App& command, GlobalOptions& options) {
   command.add_option("--dir", options.dir, "Cache directory (default: SNAPCACHE_DIR, settings file, ~/.cache/snapcache)");
   command.add_option("--config", options.config_file, "Settings file to read (default: SNAPCACHE_CONFIG, ~/.config/snapcache/snapcache.conf)");
-  command.add_flag("--json", options.json, "Print JSON (fields documented in docs/cli.md)");
+  command.add_flag("--json", options.json, "Print one JSON object on stdout instead of text (errors stay text, on stderr)");
 }
 
 CLI::Validator size_validator() {

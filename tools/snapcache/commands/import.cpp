@@ -92,10 +92,8 @@ int run(Context& ctx, const Options& o) {
         imported, present, skipped, refused, failed, size(summary.data_bytes), summary.seconds,
         size(static_cast<std::uint64_t>(rate)));
   }
-  if (!summary.status) {
-    std::fflush(stdout);
-    say_to(stderr, "snapcache: {}: {}\n", o.input == "-" ? "stdin" : o.input, summary.status.message());
-  }
+  if (!summary.status)
+    print_error(fmt::format("{}: {}", o.input == "-" ? "stdin" : o.input, summary.status.message()));
   if (refused || (!summary.status && is_entry_damage(summary.status.code()))) return kDamaged;
   if (failed || !summary.status) return kFailure;
   return kOk;

@@ -1,5 +1,9 @@
-// snapcache inspect: everything about one entry. Reads only; never changes its LRU position.
+// snapcache inspect: one entry, summarised (its tensors grouped by dtype and by name); --chunks
+// and --all list its parts. Reads only; never changes its LRU position.
+#include <algorithm>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -91,7 +95,105 @@ void print_key(const Key& k) {
   t.print();
 }
 
-void print_text(const EntryInfo& e) {
+struct Detail {
+  bool chunks = false;  // --chunks: every data file's chunks and checksums
+  bool all = false;     // --all: those, every storage and every tensor
+};
+
+// A name with each index made "*" ("blocks.12.attn.qkv.weight" -> "blocks.*.attn.qkv.weight"):
+// the layers of a model share a pattern, so a model has a row per kind of tensor, not per tensor.
+std::string name_pattern(const std::string& name) {
+  std::string out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = name.find('.', start);
+    const std::string part = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    out += index ? "*" : part;
+    if (dot == std::string::npos) return out;
+    out += '.';
+    start = dot + 1;
+  }
+}
+
+// Rows of tensors that share a key (a dtype, a name pattern), in the order the entry lists them.
+struct Group {
+  std::string key;
+  std::size_t tensors = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> dtypes;  // each once, in order of appearance
+  std::string shape;                // the tensors' shape when they all have one, else "various"
+};
+
+std::vector<Group> group_tensors(const Manifest& m, std::string (*key_of)(const TensorRecord&)) {
+  std::vector<Group> groups;
+  std::map<std::string, std::size_t> index;
+  for (const auto& t : m.tensors) {
+    auto [it, added] = index.try_emplace(key_of(t), groups.size());
+    if (added) groups.push_back({it->first, 0, 0, {}, format_dims(t.sizes)});
+    Group& g = groups[it->second];
+    ++g.tensors;
+    g.bytes += tensor_bytes(t);
+    const std::string dtype(dtype_name(t.dtype));
+    if (std::find(g.dtypes.begin(), g.dtypes.end(), dtype) == g.dtypes.end()) g.dtypes.push_back(dtype);
+    if (g.shape != format_dims(t.sizes)) g.shape = "various";
+  }
+  return groups;
+}
+
+// What the tensors are, in a screenful whatever the model's size: by dtype, then by name pattern.
+void print_tensor_summary(const Manifest& m) {
+  // Bounds the summary of a model whose names share little (more is in --all).
+  constexpr std::size_t kMaxNameRows = 40;
+  std::uint64_t bytes = 0;
+  std::set<std::uint32_t> shared, seen;
+  for (const auto& t : m.tensors) {
+    bytes += tensor_bytes(t);
+    if (!seen.insert(t.storage).second) shared.insert(t.storage);
+  }
+  std::size_t views = 0;
+  for (const auto& t : m.tensors) views += shared.count(t.storage);
+  say("\ntensors ({}, {} in {} storage(s){})\n", m.tensors.size(), size(bytes), m.storages.size(),
+      views ? fmt::format("; {} tensors share {} of them", views, shared.size()) : "");
+  if (m.tensors.empty()) return;
+
+  Table by_dtype({"DTYPE", "TENSORS", "BYTES"}, "  ");
+  by_dtype.right_align(1);
+  by_dtype.right_align(2);
+  for (const auto& g : group_tensors(m, [](const TensorRecord& t) { return std::string(dtype_name(t.dtype)); }))
+    by_dtype.add({g.key, std::to_string(g.tensors), size(g.bytes)});
+  by_dtype.print();
+
+  const auto by_name = group_tensors(m, [](const TensorRecord& t) { return name_pattern(t.name); });
+  say("\n");
+  Table names({"NAME (* = each index)", "TENSORS", "DTYPE", "SHAPE", "BYTES"}, "  ");
+  names.right_align(1);
+  names.right_align(4);
+  for (std::size_t i = 0; i < by_name.size() && i < kMaxNameRows; ++i) {
+    const Group& g = by_name[i];
+    names.add({g.key, std::to_string(g.tensors), fmt::format("{}", fmt::join(g.dtypes, ", ")), g.shape, size(g.bytes)});
+  }
+  names.print();
+  if (by_name.size() > kMaxNameRows)
+    say("  ... and {} more names (--all lists every tensor)\n", by_name.size() - kMaxNameRows);
+}
+
+void print_chunks(const Manifest& m) {
+  say("\ndata files\n");
+  for (const auto& f : m.files) {
+    say("  {}  {}, {} chunk(s) of {}\n", f.name, size(f.size), f.chunk_hashes.size(), size(f.chunk_size));
+    Table chunks({"CHUNK", "BYTES", "XXH3-64"}, "    ");
+    chunks.right_align(0);
+    for (std::size_t c = 0; c < f.chunk_hashes.size(); ++c) {
+      std::uint64_t begin = c * f.chunk_size;
+      chunks.add({std::to_string(c), fmt::format("{}..{}", begin, std::min(begin + f.chunk_size, f.size)),
+                  format_hex64(f.chunk_hashes[c])});
+    }
+    chunks.print();
+  }
+}
+
+void print_text(const EntryInfo& e, const Detail& detail) {
   Table head;
   head.add({"entry", e.id});
   head.add({"path", e.path});
@@ -117,17 +219,12 @@ void print_text(const EntryInfo& e) {
   say("\nkey\n");
   print_key(m.key);
 
-  say("\ndata files\n");
-  for (const auto& f : m.files) {
-    say("  {}  {}, {} chunk(s) of {}\n", f.name, size(f.size), f.chunk_hashes.size(), size(f.chunk_size));
-    Table chunks({"CHUNK", "BYTES", "XXH3-64"}, "    ");
-    chunks.right_align(0);
-    for (std::size_t c = 0; c < f.chunk_hashes.size(); ++c) {
-      std::uint64_t begin = c * f.chunk_size;
-      chunks.add({std::to_string(c), fmt::format("{}..{}", begin, std::min(begin + f.chunk_size, f.size)),
-                  format_hex64(f.chunk_hashes[c])});
-    }
-    chunks.print();
+  print_tensor_summary(m);
+  if (detail.chunks || detail.all) print_chunks(m);
+  if (!detail.all) {
+    if (detail.chunks) say("\n--all also lists every storage and tensor\n");
+    else say("\n--chunks lists every chunk and its checksum; --all also every storage and tensor\n");
+    return;
   }
 
   say("\nstorages ({})\n", m.storages.size());
@@ -157,16 +254,21 @@ void print_text(const EntryInfo& e) {
 }  // namespace
 
 Command add_inspect(CLI::App& app, GlobalOptions& options) {
-  auto* cmd = app.add_subcommand("inspect", "Show an entry's key, tensors, storages, checksums, stamp and leases");
+  auto* cmd = app.add_subcommand(
+      "inspect", "Show an entry: key, state, stamp, leases, its tensors grouped by dtype and name (--chunks, --all: more)");
   auto id = std::make_shared<std::string>();
+  auto detail = std::make_shared<Detail>();
   cmd->add_option("id", *id, "Entry id or a unique prefix of one")->required();
+  cmd->add_flag("--chunks", detail->chunks, "Also list each data file's chunks and their checksums");
+  cmd->add_flag("--all", detail->all, "Also list the chunks, every storage and every tensor");
   add_common_options(*cmd, options);
-  return {cmd, [id](Context& ctx) {
+  return {cmd, [id, detail](Context& ctx) {
             Store& store = ctx.store();
             auto info = entry_info(store, resolve_entry(store, *id));
             if (!info) throw CliError(kFailure, info.status().message());
+            // The JSON is always whole: a script should not need a flag to get every part.
             if (ctx.options.json) print_json(inspect_json(*info));
-            else print_text(*info);
+            else print_text(*info, *detail);
             return kOk;
           }};
 }

@@ -40,6 +40,10 @@ int run(Context& ctx, const Options& o) {
   for (const auto& e : targets) total += e.manifest ? e.manifest->data_bytes() : 0;
 
   const bool text = !ctx.options.json;
+  // Lines come as entries are checked, between progress bars, aligned as one table: every
+  // component's width is known before the first.
+  Table lines;
+  for (const auto& e : targets) lines.reserve({"DAMAGED", e.id.substr(0, 12), e.manifest ? e.manifest->key.component : "-"});
   ProgressBar bar(total, text && !o.no_progress && ProgressBar::wanted());
   const auto started = std::chrono::steady_clock::now();
   json results = json::array();
@@ -85,11 +89,11 @@ int run(Context& ctx, const Options& o) {
     }
     std::string what = e.manifest ? e.manifest->key.component : "-";
     if (report.status) {
-      say("ok       {}  {}  {}\n", e.id.substr(0, 12), what, size(report.bytes_hashed));
+      lines.print_row({"ok", e.id.substr(0, 12), what, size(report.bytes_hashed)});
       continue;
     }
-    say("{:<8} {}  {}{}\n", bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
-        report.damaged_chunks.empty() ? "  " + report.status.message() : "");
+    lines.print_row({bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
+                     report.damaged_chunks.empty() ? report.status.message() : ""});
     for (const auto& d : report.damaged_chunks) say("         {}\n", chunk_text(d));
     if (removed) say("         removed (--repair)\n");
     if (!repair_error.empty()) say("         could not remove it: {}\n", repair_error);
