@@ -20,7 +20,7 @@ from ._modules import _slots, load_module
 _MAX_LISTED = 8
 
 
-_IDENTITIES = {}  # integration file -> its loader identity, computed once per process
+_IDENTITIES: "dict[str, str]" = {}  # integration file -> its loader identity, computed once per process
 
 
 def source_identity(integration_file):

@@ -40,7 +40,7 @@ def test_a_failing_sink_does_not_break_the_library(recwarn):
 
     import sys
 
-    unraisable = []
+    unraisable: list = []
     old_hook = sys.unraisablehook
     sys.unraisablehook = unraisable.append
     try:
