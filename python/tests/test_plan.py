@@ -169,3 +169,32 @@ def test_key_for_plan(store, plan):
     assert key.component == "tiny" and key.dtype == "float32" and key.source_identity == "tests-v1"
     assert key.checkpoint[0].path == plan.checkpoint_files[0]
 
+
+def test_the_load_dtype_is_a_dtype_torch_knows_and_only_a_label(store, plan):
+    # A torch.dtype or its name, read back as the canonical name; None or "": none stated.
+    forms: "list[tuple[torch.dtype | str | None, str]]" = [(torch.bfloat16, "bfloat16"), ("bfloat16", "bfloat16"), ("torch.bfloat16", "bfloat16"),
+             ("half", "float16"), (torch.float8_e4m3fn, "float8_e4m3fn"), (None, ""), ("", "")]
+    for given, label in forms:
+        assert snapcache.LoadPlan(dtype=given).dtype == label
+        plan.dtype = given
+        assert plan.dtype == label
+    plan.dtype = "bfloat16"
+    for wrong in ("bf16", "checkpoint", "torch.nn", "fp16"):
+        with pytest.raises(snapcache.InvalidArgument, match=r"is not a dtype torch knows; give a torch.dtype "
+                                                            r"\(torch.bfloat16\) or its name \('bfloat16' or"):
+            plan.dtype = wrong
+        with pytest.raises(ValueError):  # InvalidArgument is a ValueError
+            snapcache.LoadPlan(dtype=wrong)
+    with pytest.raises(TypeError, match="LoadPlan.dtype: int is not a dtype"):
+        plan.dtype = 16  # the mistake under test (`plan`, a fixture, is not typed here)
+    assert plan.dtype == "bfloat16"  # a refused value changes nothing
+    # Each spelling is one key.
+    ids = set()
+    for given in (torch.bfloat16, "bfloat16", "torch.bfloat16"):
+        plan.dtype = given
+        ids.add(snapcache.key_for_plan(store, plan).id)
+    assert len(ids) == 1 and snapcache.key_for_plan(store, plan).dtype == "bfloat16"
+    # A label in the key: nothing is cast. The loader's float32 tensors come back float32.
+    loaded = snapcache.load_model(plan, store=store)
+    assert {t.dtype for t in loaded.weights.values()} <= {torch.float32, torch.int64}
+    assert loaded.weights["layer0.weight"].dtype is torch.float32
