@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Python package with pip into the torch venv (tools/setup.sh) and runs its tests.
+# Builds the Python package with pip into the torch venv (tools/setup.sh), runs its tests, then
+# type-checks it (tools/typecheck.py: mypy and pyright over the package, the tests, the docs' examples).
 #   bash tools/python.sh [PYTEST ARGS...]
 # The build directory is build/python (pyproject.toml); CCACHE_BASEDIR at the source root and the
 # `default` preset's compiler make the library's objects the C++ build's, so they come from ccache.
@@ -18,4 +19,8 @@ started=$(date +%s)
 echo "python: pip install took $(( $(date +%s) - started )) s"
 # From outside the source tree, so `import snapcache` is the installed package.
 cd /tmp
-"$venv/bin/python3" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@"
+status=0
+"$venv/bin/python3" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@" || status=$?
+# mypy and pyright over the package, its tests and the docs' examples (tools/typecheck.py; seconds).
+"$venv/bin/python3" "$root/tools/typecheck.py" || status=$?
+exit "$status"

@@ -282,6 +282,35 @@ std::vector<std::shared_ptr<Tier>> tiers_from_python(const py::handle& obj) {
   return tiers;
 }
 
+// LoadPlan.dtype from Python. It is a label in the key, nothing is cast, so that a label names one
+// load it must be a dtype torch knows, in one spelling: a torch.dtype, or the name of one ("bfloat16",
+// "torch.bfloat16"; torch's aliases, "half", become the canonical name). None or "": none stated.
+std::string load_dtype_from_python(const py::handle& v) {
+  static constexpr const char* kForms =
+      "a torch.dtype (torch.bfloat16) or its name ('bfloat16' or 'torch.bfloat16'), or None for none; it labels "
+      "the key, nothing is cast";
+  if (v.is_none()) return "";
+  const py::module_ torch = py::module_::import("torch");
+  const py::object dtype_type = torch.attr("dtype");
+  py::object dtype;
+  if (py::isinstance(v, dtype_type)) {
+    dtype = py::reinterpret_borrow<py::object>(v);
+  } else if (py::isinstance<py::str>(v)) {
+    const std::string given = v.cast<std::string>();
+    if (given.empty()) return "";
+    const std::string name = given.rfind("torch.", 0) == 0 ? given.substr(6) : given;
+    py::object found = py::getattr(torch, name.c_str(), py::none());
+    if (!py::isinstance(found, dtype_type))
+      raise_status(Status(StatusCode::invalid_argument, "LoadPlan.dtype: " + py::repr(v).cast<std::string>() +
+                                                            " is not a dtype torch knows; give " + kForms));
+    dtype = std::move(found);
+  } else {
+    throw py::type_error("LoadPlan.dtype: " + type_name(v) + " is not a dtype; give " + kForms);
+  }
+  const std::string s = py::str(dtype).cast<std::string>();  // "torch.bfloat16"
+  return s.rfind("torch.", 0) == 0 ? s.substr(6) : s;
+}
+
 std::vector<PrecisionRule> rules_from_python(const py::handle& obj) {
   std::vector<PrecisionRule> rules;
   auto allowed_of = [](const py::handle& dtypes) {
@@ -509,11 +538,10 @@ void bind_load_plan(py::module_& m) {
                      "A digest of the loader's code (digest_source_files) or a version string.")
       .def_property(
           "dtype", [](const LoadPlan& p) { return p.dtype; },
-          [](LoadPlan& p, const py::handle& v) {
-            std::string s = py::str(v).cast<std::string>();
-            p.dtype = s.rfind("torch.", 0) == 0 ? s.substr(6) : s;
-          },
-          "The load dtype, e.g. 'bfloat16' (a torch.dtype is accepted).")
+          [](LoadPlan& p, const py::handle& v) { p.dtype = load_dtype_from_python(v); },
+          "The dtype the loader gives the weights, as a label in the key: nothing is cast. A torch.dtype or its "
+          "name ('bfloat16', 'torch.bfloat16'), read back as the name; None or '': none stated. Another "
+          "string is an InvalidArgument.")
       .def_readwrite("precision", &LoadPlan::precision)
       .def_readwrite("topology", &LoadPlan::topology)
       .def_readwrite("options", &LoadPlan::options, "Anything else that changes the prepared tensors: {str: str}.")

@@ -25,31 +25,89 @@ log lines go to logging.getLogger("snapcache"). See docs/python.md.
 import atexit as _atexit
 import logging as _logging
 import os as _os
+from typing import TYPE_CHECKING
 
 import torch  # noqa: F401  (loads libtorch and its Python types before the extension module)
 
 from . import _core
-from ._core import *  # noqa: F401,F403
-from ._core import __version__  # noqa: F401
-from ._modules import load_module, module_layout, reload_module  # noqa: F401
+from ._core import __version__
+
+# The extension module's names (python/snapcache/_core.pyi), by name rather than `import *`, so that
+# type checkers see load_model and reload_model as the functions below (whose `store` defaults to
+# the environment's), not as the extension's load_model(store, plan). python/tests/test_typing.py
+# checks that every public name of _core is here.
+from ._core import (
+    TORCH_PINNED,
+    Error, NotFound, Damaged, Unfinished, Foreign, Mismatch, NoSpace, ReadOnly, PermissionDenied, IoError,
+    Busy, Disabled, InvalidArgument, Unsupported, ExceptionRaised, error_class,
+    LogLevel, set_log_level, log_level, set_log_sink, log, printable,
+    Config, LookupResult, PublishResult, VerifyPolicy, PublishOutcome, Snapshot, LookupOutcome, Store,
+    CheckpointFile, Topology, TorchIdentity, Key, KeyDifference, key_id, encode_key, decode_key, diff_keys,
+    describe_differences, write_key_file, read_key_file, describe_checkpoint, digest_source_files, parse_size,
+    format_size, ExpectedTensor,
+    SafetensorsFile, write_safetensors, ShardAxis, shard, fuse_qkv, current_torch_identity, expected_layout_of,
+    check_completeness, publish_tensors, LoadedTensors, load_tensors, upload_tensors,
+    WeightLayout, PostLoadWrites, PostLoadMethod, int8_row_scale, fp8_block_scale, layout, post_load_method,
+    PrecisionRule, PrecisionPolicy, validate_precision, RefreshHook, refresh_buffer,
+    Tier, snapshot_tier, ordinary_tier, default_tiers, donor_tier, Uploader, per_storage_uploader,
+    staged_uploader, LoadPlan, key_for_plan,
+    LoadPath, NotCached, TierOutcome, TierAttempt, StageTime, GroupTransport, RankGroup, rank_group,
+    rank_group_from_environment, GroupReport, LoadReport, Publication, wait_for_publications, LoadedModel,
+)
+from ._modules import load_module, module_layout, reload_module
 from ._stores import DEFAULT as _DEFAULT
-from ._stores import default_store  # noqa: F401
+from ._stores import StoreChoice as _StoreChoice
+from ._stores import default_store
 from ._stores import store_for as _store_for
+
+__all__ = [
+    "TORCH_PINNED",
+    # errors
+    "Error", "NotFound", "Damaged", "Unfinished", "Foreign", "Mismatch", "NoSpace", "ReadOnly", "PermissionDenied",
+    "IoError", "Busy", "Disabled", "InvalidArgument", "Unsupported", "ExceptionRaised", "error_class",
+    # logging
+    "LogLevel", "set_log_level", "log_level", "set_log_sink", "log", "printable", "logger", "route_logs_to_logging",
+    # config, store, key
+    "Config", "LookupResult", "PublishResult", "VerifyPolicy", "PublishOutcome", "Snapshot", "LookupOutcome", "Store",
+    "default_store", "CheckpointFile", "Topology", "TorchIdentity", "Key", "KeyDifference", "key_id", "encode_key",
+    "decode_key", "diff_keys", "describe_differences", "write_key_file", "read_key_file", "describe_checkpoint",
+    "digest_source_files", "parse_size", "format_size", "ExpectedTensor",
+    # tensors
+    "SafetensorsFile", "write_safetensors", "ShardAxis", "shard", "fuse_qkv", "current_torch_identity",
+    "expected_layout_of", "check_completeness", "publish_tensors", "LoadedTensors", "load_tensors", "upload_tensors",
+    # the plan
+    "WeightLayout", "PostLoadWrites", "PostLoadMethod", "int8_row_scale", "fp8_block_scale", "layout",
+    "post_load_method", "PrecisionRule", "PrecisionPolicy", "validate_precision", "RefreshHook", "refresh_buffer",
+    "Tier", "snapshot_tier", "ordinary_tier", "default_tiers", "donor_tier", "Uploader", "per_storage_uploader",
+    "staged_uploader", "LoadPlan", "key_for_plan",
+    # loading
+    "LoadPath", "NotCached", "TierOutcome", "TierAttempt", "StageTime", "GroupTransport", "RankGroup", "rank_group",
+    "rank_group_from_environment", "GroupReport", "LoadReport", "Publication", "wait_for_publications",
+    "LoadedModel", "load_model", "reload_model", "load_module", "reload_module", "module_layout",
+]
+# Not in __all__: snapcache.transformers and snapcache.diffusers (each imports its framework when
+# first used, so `from snapcache import *` imports neither).
 
 _INTEGRATIONS = ("transformers", "diffusers")
 
+if TYPE_CHECKING:
+    # What the __getattr__ below gives, as type checkers should see it (and without a module
+    # __getattr__, a misspelt snapcache.name stays an error for them).
+    from . import diffusers, transformers
+else:
 
-def __getattr__(name):
-    # snapcache.transformers and snapcache.diffusers import their framework, so only when asked for:
-    # `import snapcache` needs neither (without it, the import error says which extra to install).
-    if name in _INTEGRATIONS:
-        import importlib
+    def __getattr__(name):
+        # snapcache.transformers and snapcache.diffusers import their framework, so only when asked
+        # for: `import snapcache` needs neither (without it, the import error says which extra to
+        # install).
+        if name in _INTEGRATIONS:
+            import importlib
 
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'snapcache' has no attribute {name!r}")
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module 'snapcache' has no attribute {name!r}")
 
 
-def load_model(plan: _core.LoadPlan, store=_DEFAULT) -> _core.LoadedModel:
+def load_model(plan: LoadPlan, store: _StoreChoice = _DEFAULT) -> LoadedModel:
     """Loads `plan` through the tiers: a warm snapshot, else your ordinary loader (and publishes
     the result). Returns a LoadedModel (weights, derived, report, publication). `store`: default
     the environment's (default_store()); None: no cache (the load is ineligible). Raises a
@@ -58,7 +116,7 @@ def load_model(plan: _core.LoadPlan, store=_DEFAULT) -> _core.LoadedModel:
     return _core.load_model(_store_for(store), plan)
 
 
-def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT) -> _core.LoadReport:
+def reload_model(plan: LoadPlan, model: LoadedModel, store: _StoreChoice = _DEFAULT) -> LoadReport:
     """Loads again and copies into `model`'s existing tensors in place (addresses kept), then runs
     the refresh hooks. Returns the LoadReport."""
     return _core.reload_model(_store_for(store), plan, model)
@@ -66,8 +124,8 @@ def reload_model(plan: _core.LoadPlan, model: _core.LoadedModel, store=_DEFAULT)
 
 # A LoadReport is a read-only record: a copy is the same object, so a model that carries its report
 # (snapcache.transformers' `model.snapcache_report`) can still be copied with copy.deepcopy.
-_core.LoadReport.__copy__ = lambda self: self
-_core.LoadReport.__deepcopy__ = lambda self, memo: self
+setattr(LoadReport, "__copy__", lambda self: self)
+setattr(LoadReport, "__deepcopy__", lambda self, memo: self)
 
 
 # --- logging: the library's lines go to the `snapcache` logger -------------------------------
@@ -81,12 +139,12 @@ _LEVELS = {
 }
 
 
-def _log_sink(level, message):
+def _log_sink(level: LogLevel, message: str) -> None:
     # Names in the library's lines come from caches, archives and peers: escaped as on stderr.
     logger.log(_LEVELS.get(level, _logging.INFO), _core.printable(message))
 
 
-def route_logs_to_logging(enabled=True):
+def route_logs_to_logging(enabled: bool = True) -> None:
     """Routes the library's log lines to logging.getLogger('snapcache') (the default on import), or
     back to stderr. Unless SNAPCACHE_LOG is set, the library then produces every level and the
     logger's configuration decides what is shown (a load logs one line at INFO: hit, miss or
@@ -103,7 +161,7 @@ route_logs_to_logging()
 
 
 @_atexit.register
-def _at_exit():
+def _at_exit() -> None:
     # Background publications finish while Python can still run the log sink; then the library's
     # last lines (it waits for publications again at its own exit) go to stderr.
     _core.wait_for_publications()

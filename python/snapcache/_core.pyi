@@ -1,20 +1,27 @@
-# Type stubs of snapcache._core, the bound C++ library. The package (snapcache) re-exports all
-# of it, and replaces load_model/reload_model with versions whose `store` defaults to the
-# environment's. Docstrings are in the module itself (help(snapcache.LoadPlan)).
+# Type stubs of snapcache._core, the bound C++ library (python/bindings/). The package (snapcache)
+# re-exports all of it, and replaces load_model/reload_model with versions whose `store` defaults
+# to the environment's. Docstrings are in the module itself (help(snapcache.LoadPlan)).
+#
+# An attribute the bindings convert on assignment is a property whose setter takes every form the
+# binding accepts (plan.device = "cuda:0", plan.tiers = "donor,snapshot,ordinary") and whose getter
+# says what reading it gives (a torch.device, a list of Tier). Checked by tools/typecheck.py (mypy
+# and pyright over the package, its tests and the documentation's examples) and, against the
+# module itself, by python/tests/test_typing.py.
 import enum
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Callable, Iterable, Mapping, Union, overload
 
 import torch
+from torch.distributed import ProcessGroup
 
 __version__: str
 TORCH_PINNED: str
 
 _PathLike = Union[str, os.PathLike]
 _Tensors = Union[Mapping[str, torch.Tensor], Iterable[tuple[str, torch.Tensor]]]
-_DTypeLike = Union[torch.dtype, str]
-_DeviceLike = Union[torch.device, str, int]
-_Size = Union[int, str]
+_DTypeLike = Union[torch.dtype, str]  # torch.bfloat16, "bfloat16" or "torch.bfloat16"
+_DeviceLike = Union[torch.device, str, int]  # what torch.device() takes: "cuda:0", "cpu", 0
+_Size = Union[int, str]  # bytes, or a size with a unit: "64GiB"
 
 # --- errors: one class per C++ StatusCode -----------------------------------------------------
 class Error(Exception):
@@ -49,19 +56,34 @@ class LogLevel(enum.IntEnum):
 
 def set_log_level(level: LogLevel) -> None: ...
 def log_level() -> LogLevel: ...
-def set_log_sink(sink: Callable[[LogLevel, str], None] | None) -> None: ...
+def set_log_sink(sink: Callable[[LogLevel, str], object] | None) -> None: ...
 def log(level: LogLevel, message: str) -> None: ...
 def printable(text: str) -> str: ...
 
 # --- config, store, key -----------------------------------------------------------------------
 class Config:
-    directory: str  # assign str or os.PathLike
-    secondary: str  # a read-only store searched after a local miss; "" for none
     enabled: bool
     prepared_weight_cache: bool  # = enabled
-    capacity: int  # bytes; assign int or "64GiB"
-    prepared_weight_cache_gib: float  # = capacity in GiB
-    reserve: int
+    @property
+    def directory(self) -> str: ...
+    @directory.setter
+    def directory(self, value: _PathLike) -> None: ...
+    @property
+    def secondary(self) -> str: ...  # a read-only store searched after a local miss; "" for none
+    @secondary.setter
+    def secondary(self, value: _PathLike) -> None: ...
+    @property
+    def capacity(self) -> int: ...  # bytes
+    @capacity.setter
+    def capacity(self, value: _Size) -> None: ...
+    @property
+    def prepared_weight_cache_gib(self) -> float: ...  # = capacity in GiB
+    @prepared_weight_cache_gib.setter
+    def prepared_weight_cache_gib(self, value: float | str) -> None: ...
+    @property
+    def reserve(self) -> int: ...
+    @reserve.setter
+    def reserve(self, value: _Size) -> None: ...
     def __init__(
         self,
         *,
@@ -70,7 +92,7 @@ class Config:
         enabled: bool = ...,
         prepared_weight_cache: bool = ...,
         capacity: _Size = ...,
-        prepared_weight_cache_gib: float | int | str = ...,
+        prepared_weight_cache_gib: float | str = ...,
         reserve: _Size = ...,
     ) -> None: ...
     @property
@@ -164,7 +186,7 @@ class Store:
     def directory(self) -> str: ...
     def entry_path(self, entry_id: str) -> str: ...
     def lookup(
-        self, key: Key, policy: VerifyPolicy = ..., expected: Sequence[ExpectedTensor] | None = None
+        self, key: Key, policy: VerifyPolicy = ..., expected: Iterable[ExpectedTensor] | None = None
     ) -> LookupOutcome: ...
 
 class CheckpointFile:
@@ -175,36 +197,74 @@ class CheckpointFile:
     device: int
     inode: int
     content_digest: str
-    def __init__(self, **fields: object) -> None: ...
+    def __init__(
+        self,
+        *,
+        path: str = "",
+        size: int = 0,
+        mtime_ns: int = 0,
+        ctime_ns: int = 0,
+        device: int = 0,
+        inode: int = 0,
+        content_digest: str = "",
+    ) -> None: ...
 
 class Topology:
     tp_rank: int
     tp_size: int
     pp_rank: int
     pp_size: int
-    extra: dict[str, str]
+    @property
+    def extra(self) -> dict[str, str]: ...
+    @extra.setter
+    def extra(self, value: Mapping[str, str]) -> None: ...
     def __init__(
-        self, *, tp_rank: int = 0, tp_size: int = 1, pp_rank: int = 0, pp_size: int = 1, extra: dict[str, str] = ...
+        self,
+        *,
+        tp_rank: int = 0,
+        tp_size: int = 1,
+        pp_rank: int = 0,
+        pp_size: int = 1,
+        extra: Mapping[str, str] = ...,
     ) -> None: ...
 
 class TorchIdentity:
     version: str
     cuda_version: str
     cxx_abi: str
-    def __init__(self, **fields: object) -> None: ...
+    def __init__(self, *, version: str = "", cuda_version: str = "", cxx_abi: str = "") -> None: ...
 
 class Key:
-    checkpoint: list[CheckpointFile]
+    # A record of labels: dtype is the string as given (LoadPlan.dtype checks it against torch's).
+    def __init__(
+        self,
+        *,
+        checkpoint: Iterable[CheckpointFile] = ...,
+        source_identity: str = "",
+        torch: TorchIdentity = ...,
+        dtype: str = "",
+        precision_policy: str = "",
+        topology: Topology = ...,
+        component: str = "",
+        options: Mapping[str, str] = ...,
+    ) -> None: ...
+    @property
+    def checkpoint(self) -> list[CheckpointFile]: ...
+    @checkpoint.setter
+    def checkpoint(self, value: Iterable[CheckpointFile]) -> None: ...
     source_identity: str
-    torch: TorchIdentity
     dtype: str
     precision_policy: str
     topology: Topology
     component: str
-    options: dict[str, str]
-    def __init__(self, **fields: object) -> None: ...
+    @property
+    def options(self) -> dict[str, str]: ...
+    @options.setter
+    def options(self, value: Mapping[str, str]) -> None: ...
     @property
     def id(self) -> str: ...
+    # Last: inside the class body, `torch` is this attribute, not the module.
+    torch: TorchIdentity
 
 class KeyDifference:
     @property
@@ -218,7 +278,7 @@ def key_id(key: Key) -> str: ...
 def encode_key(key: Key) -> bytes: ...
 def decode_key(data: bytes) -> Key: ...
 def diff_keys(wanted: Key, found: Key) -> list[KeyDifference]: ...
-def describe_differences(differences: Sequence[KeyDifference], max: int = 4) -> str: ...
+def describe_differences(differences: Iterable[KeyDifference], max: int = 4) -> str: ...
 def write_key_file(path: _PathLike, key: Key) -> None: ...
 def read_key_file(path: _PathLike) -> Key: ...
 def describe_checkpoint(paths: _PathLike | Iterable[_PathLike]) -> list[CheckpointFile]: ...
@@ -228,16 +288,36 @@ def format_size(bytes: int) -> str: ...
 
 class ExpectedTensor:
     name: str
-    dtype: torch.dtype  # assign a torch.dtype or its name
-    shape: list[int]
-    strides: list[int] | None
     alias_group: str
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @dtype.setter
+    def dtype(self, value: _DTypeLike) -> None: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @shape.setter
+    def shape(self, value: Iterable[int]) -> None: ...
+    @property
+    def strides(self) -> list[int] | None: ...  # unchecked when None
+    @strides.setter
+    def strides(self, value: Iterable[int] | None) -> None: ...
+    @overload
     def __init__(
         self,
         name: str,
         dtype: _DTypeLike,
-        shape: Sequence[int],
-        strides: Sequence[int] | None = None,
+        shape: Iterable[int],
+        strides: Iterable[int] | None = None,
+        alias_group: str = "",
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        dtype: _DTypeLike = ...,
+        shape: Iterable[int] = ...,
+        strides: Iterable[int] | None = None,
         alias_group: str = "",
     ) -> None: ...
 
@@ -268,7 +348,7 @@ def fuse_qkv(
 ) -> torch.Tensor: ...
 def current_torch_identity() -> TorchIdentity: ...
 def expected_layout_of(tensors: _Tensors) -> list[ExpectedTensor]: ...
-def check_completeness(tensors: _Tensors, expected: Sequence[ExpectedTensor]) -> None: ...
+def check_completeness(tensors: _Tensors, expected: Iterable[ExpectedTensor]) -> None: ...
 def publish_tensors(
     store: Store, key: Key, tensors: _Tensors, chunk_size: int = ..., threads: int = 0
 ) -> PublishOutcome: ...
@@ -280,7 +360,7 @@ class LoadedTensors:
     def tensors(self) -> dict[str, torch.Tensor]: ...
 
 def load_tensors(
-    store: Store, key: Key, expected: Sequence[ExpectedTensor] | None = None, policy: VerifyPolicy = ...
+    store: Store, key: Key, expected: Iterable[ExpectedTensor] | None = None, policy: VerifyPolicy = ...
 ) -> LoadedTensors: ...
 def upload_tensors(tensors: _Tensors, device: _DeviceLike) -> dict[str, torch.Tensor]: ...
 
@@ -293,45 +373,64 @@ class PostLoadWrites(enum.Enum):
     new_storages_only = 0
     may_write_in_place = 1
 
+# What a plain callable post-load method is: it gets {name: tensor}, changes it in place or returns
+# replacements.
+_PostLoadFn = Callable[[dict[str, torch.Tensor]], Mapping[str, torch.Tensor] | None]
+
 class PostLoadMethod:
-    """Subclass: name(), targets(tensors), apply(tensors) -> dict | None, writes(), version()."""
+    """Subclass: name(), targets(tensors), apply(tensors) -> dict | None, writes(), version().
+    The library calls a subclass's methods with a dict of the tensors."""
 
     def __init__(self) -> None: ...
     def name(self) -> str: ...
-    def targets(self, tensors: Mapping[str, torch.Tensor]) -> list[str]: ...
-    def apply(self, tensors: _Tensors) -> dict[str, torch.Tensor] | None: ...
+    def targets(self, tensors: dict[str, torch.Tensor]) -> list[str]: ...
+    def apply(self, tensors: dict[str, torch.Tensor]) -> Mapping[str, torch.Tensor] | None: ...
     def writes(self) -> PostLoadWrites: ...
     def version(self) -> str: ...
 
 def int8_row_scale(weight_layout: WeightLayout = ...) -> PostLoadMethod: ...
 def fp8_block_scale(block_rows: int = 128, block_cols: int = 128) -> PostLoadMethod: ...
-def layout(suffixes: Sequence[str], layout: WeightLayout) -> PostLoadMethod: ...
+def layout(suffixes: Iterable[str], layout: WeightLayout) -> PostLoadMethod: ...
 def post_load_method(
-    fn: Callable[[dict[str, torch.Tensor]], Mapping[str, torch.Tensor] | None],
+    fn: _PostLoadFn,
     *,
     name: str | None = None,
-    targets: Sequence[str] | Callable[[dict[str, torch.Tensor]], Sequence[str]] | None = None,
+    targets: Iterable[str] | Callable[[dict[str, torch.Tensor]], Iterable[str]] | None = None,
     writes: PostLoadWrites | str = ...,
     version: str = "",
 ) -> PostLoadMethod: ...
 
 class PrecisionRule:
     suffix: str
-    allowed: list[torch.dtype]
+    @property
+    def allowed(self) -> list[torch.dtype]: ...
+    @allowed.setter
+    def allowed(self, value: Iterable[_DTypeLike]) -> None: ...
+    @overload
     def __init__(self, suffix: str, allowed: Iterable[_DTypeLike]) -> None: ...
+    @overload
+    def __init__(self, *, suffix: str = "", allowed: Iterable[_DTypeLike] = ...) -> None: ...
+
+# A rule's dtypes: one dtype or several.
+_Allowed = Union[_DTypeLike, Iterable[_DTypeLike]]
+# PrecisionPolicy.rules: [PrecisionRule], [(suffix, dtypes)] or {suffix: dtypes}.
+_Rules = Union[Iterable[Union[PrecisionRule, tuple[str, _Allowed]]], Mapping[str, _Allowed]]
 
 class PrecisionPolicy:
     name: str
-    rules: list[PrecisionRule]  # assign [PrecisionRule], [(suffix, dtypes)] or {suffix: dtypes}
-    def __init__(
-        self,
-        name: str = "",
-        rules: Iterable[PrecisionRule | tuple[str, Iterable[_DTypeLike]]] | Mapping[str, Iterable[_DTypeLike]] = ...,
-    ) -> None: ...
+    @property
+    def rules(self) -> list[PrecisionRule]: ...
+    @rules.setter
+    def rules(self, value: _Rules) -> None: ...
+    @overload
+    def __init__(self, name: str, rules: _Rules) -> None: ...
+    @overload
+    def __init__(self, *, name: str = "", rules: _Rules = ...) -> None: ...
 
 def validate_precision(tensors: _Tensors, policy: PrecisionPolicy) -> None: ...
 
-_RefreshFn = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.device], None]
+# fn(weights, buffers, device): fills `buffers` (refresh_buffer); what it returns is ignored.
+_RefreshFn = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.device], object]
 
 class RefreshHook:
     def __init__(self, name: str, fn: _RefreshFn) -> None: ...
@@ -351,9 +450,9 @@ def default_tiers() -> list[Tier]: ...
 def donor_tier(
     *,
     socket_dir: _PathLike | None = None,
-    copy_on_attach: Sequence[str] = ...,
-    expected_prepared: Sequence[ExpectedTensor] | None = None,
-    expected_derived: Sequence[str] = ...,
+    copy_on_attach: Iterable[str] = ...,
+    expected_prepared: Iterable[ExpectedTensor] | None = None,
+    expected_derived: Iterable[str] = ...,
     required: bool = False,
     timeout: float = 10.0,
 ) -> Tier: ...
@@ -371,29 +470,90 @@ def staged_uploader(
     convert_layouts: bool = True,
 ) -> Uploader: ...
 
+# The ordinary loader: fn(plan) -> {name: CPU tensor} (or (name, tensor) pairs).
 _Loader = Callable[[LoadPlan], _Tensors]
+_PostLoad = Union[PostLoadMethod, _PostLoadFn]
+_Hook = Union[RefreshHook, tuple[str, _RefreshFn], _RefreshFn]
+# A tier list: Tier objects or names, or the names in one string.
+_Tiers = Union[str, Iterable[Union[Tier, str]], None]
+# A load dtype: a torch.dtype or its name ("bfloat16", "torch.bfloat16"); None or "": none stated.
+_LoadDType = Union[torch.dtype, str, None]
 
 class LoadPlan:
-    checkpoint_files: list[str]  # assign str, os.PathLike or a sequence of them
+    """Keywords are attributes, each taking what the attribute's assignment takes."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint_files: _PathLike | Iterable[_PathLike] = ...,
+        component: str = "",
+        source_identity: str = "",
+        dtype: _LoadDType = "",
+        precision: PrecisionPolicy = ...,
+        topology: Topology = ...,
+        options: Mapping[str, str] = ...,
+        hash_checkpoint_contents: bool = False,
+        weights_identity: str = "",
+        no_cache_reason: str = "",
+        expected: Iterable[ExpectedTensor] = ...,
+        ordinary_loader: _Loader | None = None,
+        post_load: Iterable[_PostLoad] = ...,
+        device: _DeviceLike = "cpu",
+        refresh_hooks: Iterable[_Hook] = ...,
+        tiers: _Tiers = None,
+        group: RankGroup | ProcessGroup | None = None,
+        uploader: Uploader | None = None,
+        publish_in_background: bool = True,
+    ) -> None: ...
     component: str
     source_identity: str
-    dtype: str  # assign a str or a torch.dtype
     precision: PrecisionPolicy
     topology: Topology
-    options: dict[str, str]
     hash_checkpoint_contents: bool
     weights_identity: str
     no_cache_reason: str
-    expected: list[ExpectedTensor]
-    ordinary_loader: _Loader | None
-    post_load: list[PostLoadMethod]  # assign PostLoadMethod objects or callables
-    device: torch.device  # assign a torch.device or "cuda:0"
-    refresh_hooks: list[RefreshHook]  # assign RefreshHook objects, (name, fn) pairs or callables
-    tiers: list[Tier]  # assign Tier objects, names, or "donor,snapshot,ordinary"
-    group: RankGroup | None  # assign a RankGroup or a torch.distributed ProcessGroup
     uploader: Uploader | None
     publish_in_background: bool
-    def __init__(self, **fields: object) -> None: ...
+    @property
+    def checkpoint_files(self) -> list[str]: ...
+    @checkpoint_files.setter
+    def checkpoint_files(self, value: _PathLike | Iterable[_PathLike]) -> None: ...
+    @property
+    def dtype(self) -> str: ...  # the canonical name ("bfloat16"), or "" when none is stated
+    @dtype.setter
+    def dtype(self, value: _LoadDType) -> None: ...
+    @property
+    def options(self) -> dict[str, str]: ...
+    @options.setter
+    def options(self, value: Mapping[str, str]) -> None: ...
+    @property
+    def expected(self) -> list[ExpectedTensor]: ...
+    @expected.setter
+    def expected(self, value: Iterable[ExpectedTensor]) -> None: ...
+    @property
+    def ordinary_loader(self) -> _Loader | None: ...
+    @ordinary_loader.setter
+    def ordinary_loader(self, value: _Loader | None) -> None: ...
+    @property
+    def post_load(self) -> list[PostLoadMethod]: ...
+    @post_load.setter
+    def post_load(self, value: Iterable[_PostLoad]) -> None: ...
+    @property
+    def device(self) -> torch.device: ...
+    @device.setter
+    def device(self, value: _DeviceLike) -> None: ...
+    @property
+    def refresh_hooks(self) -> list[RefreshHook]: ...
+    @refresh_hooks.setter
+    def refresh_hooks(self, value: Iterable[_Hook]) -> None: ...
+    @property
+    def tiers(self) -> list[Tier]: ...
+    @tiers.setter
+    def tiers(self, value: _Tiers) -> None: ...
+    @property
+    def group(self) -> RankGroup | None: ...
+    @group.setter
+    def group(self, value: RankGroup | ProcessGroup | None) -> None: ...
     def __copy__(self) -> LoadPlan: ...
     def __deepcopy__(self, memo: object) -> LoadPlan: ...
 
@@ -450,7 +610,7 @@ class RankGroup:
     def describe(self) -> str: ...
     def exchange(self, mine: bytes) -> list[bytes]: ...
 
-def rank_group(process_group: Any, timeout: float = 300.0) -> RankGroup: ...
+def rank_group(process_group: ProcessGroup, timeout: float = 300.0) -> RankGroup: ...
 def rank_group_from_environment(transport: GroupTransport = ..., timeout: float = 300.0) -> RankGroup: ...
 
 class GroupReport:
@@ -477,6 +637,8 @@ class LoadReport:
     @property
     def not_cached(self) -> NotCached | None: ...
     @property
+    def notes(self) -> list[str]: ...  # what the load assumed for the caller (a default source_identity)
+    @property
     def entry_id(self) -> str: ...
     @property
     def tiers(self) -> list[TierAttempt]: ...
@@ -495,6 +657,9 @@ class LoadReport:
     def integrity(self) -> str: ...
     def summary(self) -> str: ...
     def table(self) -> str: ...
+    # Set by the package: a report is a read-only record, its own copy.
+    def __copy__(self) -> LoadReport: ...
+    def __deepcopy__(self, memo: object) -> LoadReport: ...
 
 class Publication:
     @property

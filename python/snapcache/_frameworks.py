@@ -20,7 +20,7 @@ from ._modules import _slots, load_module
 _MAX_LISTED = 8
 
 
-_IDENTITIES = {}  # integration file -> its loader identity, computed once per process
+_IDENTITIES: "dict[str, str]" = {}  # integration file -> its loader identity, computed once per process
 
 
 def source_identity(integration_file):
@@ -171,8 +171,9 @@ def load_pretrained(framework, version, integration_file, built, *, files, path,
 def load_into(built, *, files, component, identity, dtype, device, options, loader, store):
     """Loads the plan into `built` (on meta) and returns the LoadReport, also kept as
     `built.snapcache_report`."""
+    # dtype: what the framework loads in (a torch.dtype; None: its default), a label in the key.
     plan = _core.LoadPlan(
-        checkpoint_files=files, component=component, source_identity=identity, dtype=dtype_name(dtype),
+        checkpoint_files=files, component=component, source_identity=identity, dtype=dtype,
         device=device, options=options, ordinary_loader=loader,
     )
     loaded = load_module(built, plan, store=store)

@@ -5,11 +5,12 @@ module's parameters and buffers and binds them, all or nothing.
 """
 
 import copy
+from typing import Iterable, cast
 
 import torch
 
 from . import _core
-from ._stores import DEFAULT, store_for
+from ._stores import DEFAULT, StoreChoice, store_for
 
 _MAX_LISTED = 8  # problems named in one error message
 
@@ -19,15 +20,15 @@ class _Slot:
 
     __slots__ = ("names", "tensor", "is_parameter")
 
-    def __init__(self, name, tensor, is_parameter):
+    def __init__(self, name: str, tensor: torch.Tensor, is_parameter: bool) -> None:
         self.names = [name]
         self.tensor = tensor
         self.is_parameter = is_parameter
 
 
-def _slots(module):
-    by_id = {}
-    slots = []
+def _slots(module: torch.nn.Module) -> "list[_Slot]":
+    by_id: "dict[int, _Slot]" = {}
+    slots: "list[_Slot]" = []
     for is_parameter, items in (
         (True, module.named_parameters(remove_duplicate=False)),
         (False, module.named_buffers(remove_duplicate=False)),
@@ -42,7 +43,7 @@ def _slots(module):
     return slots
 
 
-def module_layout(module: torch.nn.Module, exclude=()) -> "list[_core.ExpectedTensor]":
+def module_layout(module: torch.nn.Module, exclude: Iterable[str] = ()) -> "list[_core.ExpectedTensor]":
     """The tensors `module` holds, as a plan's `expected`: one ExpectedTensor per parameter or
     buffer (persistent or not), named as named_parameters()/named_buffers() name it first (a tied
     parameter appears once, under its first name), with the module's dtypes and shapes. Names in
@@ -55,7 +56,7 @@ def module_layout(module: torch.nn.Module, exclude=()) -> "list[_core.ExpectedTe
     ]
 
 
-def _plan_for(module, plan):
+def _plan_for(module: torch.nn.Module, plan: _core.LoadPlan) -> _core.LoadPlan:
     """The plan, with `expected` filled from the module when the plan declares none."""
     if plan.expected:
         return plan
@@ -64,7 +65,7 @@ def _plan_for(module, plan):
     return plan
 
 
-def _same_view(a, b):
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (a is b) or (
         a.device == b.device
         and a.dtype == b.dtype
@@ -74,7 +75,9 @@ def _same_view(a, b):
     )
 
 
-def _match(module, slots, loaded):
+def _match(
+    module: torch.nn.Module, slots: "list[_Slot]", loaded: _core.LoadedModel
+) -> "list[tuple[_Slot, torch.Tensor]]":
     """[(slot, tensor)] for every slot of the module, or Mismatch naming every tensor that does not
     fit (nothing is bound then)."""
     weights = loaded.weights
@@ -112,20 +115,20 @@ def _match(module, slots, loaded):
     return bindings
 
 
-def _owner(module, name):
+def _owner(module: torch.nn.Module, name: str) -> "tuple[torch.nn.Module, str]":
     owner_path, _, attr = name.rpartition(".")
     return (module.get_submodule(owner_path) if owner_path else module), attr
 
 
-def _bind(module, bindings):
+def _bind(module: torch.nn.Module, bindings: "list[tuple[_Slot, torch.Tensor]]") -> None:
     with torch.no_grad():
         for slot, tensor in bindings:
             old = slot.tensor
             if slot.is_parameter:
                 # A Parameter of the old one's class over the loaded tensor's storage (no copy), with
                 # its attributes (a loader's weight_loader, ...); one object for all tied names.
-                new = torch.Tensor._make_subclass(type(old), tensor, old.requires_grad)
-                new.__dict__.update(getattr(old, "__dict__", {}))
+                new = cast(torch.nn.Parameter, torch.Tensor._make_subclass(type(old), tensor, old.requires_grad))
+                vars(new).update(getattr(old, "__dict__", {}))
                 for name in slot.names:
                     owner, attr = _owner(module, name)
                     owner._parameters[attr] = new
@@ -135,7 +138,7 @@ def _bind(module, bindings):
                     owner._buffers[attr] = tensor
 
 
-def load_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store=DEFAULT) -> _core.LoadedModel:
+def load_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store: StoreChoice = DEFAULT) -> _core.LoadedModel:
     """Loads `plan` and binds the tensors into `module` (typically built on the `meta` device):
     parameters and buffers, persistent or not; tied parameters stay tied; no tensor is copied (a
     warm CPU load binds the snapshot's private mapping itself; a CUDA load the uploaded tensors).
@@ -153,7 +156,7 @@ def load_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store=DEFAULT)
     return loaded
 
 
-def reload_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store=DEFAULT) -> _core.LoadReport:
+def reload_module(module: torch.nn.Module, plan: _core.LoadPlan, *, store: StoreChoice = DEFAULT) -> _core.LoadReport:
     """Loads `plan` again (warm or cold) and copies the result into the tensors `module` already
     holds, in place: no parameter or buffer changes its address (captured CUDA graphs keep
     working). The layout is checked first; on a mismatch nothing is copied. Returns the LoadReport."""

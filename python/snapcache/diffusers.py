@@ -15,6 +15,7 @@ import copy
 import importlib
 import json
 import os
+from typing import Any, Literal, Mapping, overload
 
 import torch
 
@@ -28,7 +29,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_frameworks_opti
 
 from . import _core
 from . import _frameworks
-from ._stores import DEFAULT
+from ._stores import DEFAULT, StoreChoice
 
 
 _DOWNLOAD_KEYWORDS = ("cache_dir", "force_download", "proxies", "local_files_only", "token", "revision", "subfolder")
@@ -40,7 +41,25 @@ _REFUSED = ("device_map", "max_memory", "offload_folder", "offload_state_dict", 
 _DROPPED = ("low_cpu_mem_usage", "disable_mmap", "ignore_mismatched_sizes", "use_safetensors", "variant")
 
 
-def from_pretrained(pipeline_class, path, *, dtype=None, device="cpu", store=DEFAULT, return_report=False, **kwargs):
+# The pipeline (or model) is whatever class from_pretrained builds, with `snapcache_reports`
+# (`snapcache_report`); return_report=True also gives the reports typed.
+@overload
+def from_pretrained(pipeline_class: Any, path: "str | os.PathLike[str]", *,
+                    dtype: "torch.dtype | Mapping[str, torch.dtype] | None" = ..., device: "torch.device | str | int" = ...,
+                    store: StoreChoice = ..., return_report: Literal[False] = ..., **kwargs: Any) -> Any: ...
+@overload
+def from_pretrained(pipeline_class: Any, path: "str | os.PathLike[str]", *,
+                    dtype: "torch.dtype | Mapping[str, torch.dtype] | None" = ..., device: "torch.device | str | int" = ...,
+                    store: StoreChoice = ..., return_report: Literal[True],
+                    **kwargs: Any) -> "tuple[Any, dict[str, _core.LoadReport]]": ...
+@overload
+def from_pretrained(pipeline_class: Any, path: "str | os.PathLike[str]", *,
+                    dtype: "torch.dtype | Mapping[str, torch.dtype] | None" = ..., device: "torch.device | str | int" = ...,
+                    store: StoreChoice = ..., return_report: bool = ..., **kwargs: Any) -> Any: ...
+def from_pretrained(pipeline_class: Any, path: "str | os.PathLike[str]", *,
+                    dtype: "torch.dtype | Mapping[str, torch.dtype] | None" = None,
+                    device: "torch.device | str | int" = "cpu", store: StoreChoice = DEFAULT, return_report: bool = False,
+                    **kwargs: Any) -> Any:
     """`pipeline_class.from_pretrained(path, dtype=dtype, **kwargs).to(device)`, with every torch
     component loaded through snapcache.
 
@@ -65,7 +84,7 @@ def from_pretrained(pipeline_class, path, *, dtype=None, device="cpu", store=DEF
         if cls is None or not issubclass(cls, torch.nn.Module):
             continue  # a tokenizer, scheduler, feature extractor, ...: diffusers loads it
         folder = os.path.join(path, name)
-        component_dtype = dtype.get(name, dtype.get("default", torch.float32)) if isinstance(dtype, dict) else dtype
+        component_dtype = dtype.get(name, dtype.get("default", torch.float32)) if isinstance(dtype, Mapping) else dtype
         if issubclass(cls, ModelMixin):
             model, report = model_from_pretrained(cls, folder, dtype=component_dtype, device=device, store=store,
                                                   component=name, return_report=True, **component_keywords)
@@ -86,8 +105,21 @@ def from_pretrained(pipeline_class, path, *, dtype=None, device="cpu", store=DEF
     return (pipe, reports) if return_report else pipe
 
 
-def model_from_pretrained(model_class, path, *, dtype=None, device="cpu", store=DEFAULT, component=None,
-                          return_report=False, **kwargs):
+@overload
+def model_from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | None" = ...,
+                          device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                          return_report: Literal[False] = ..., **kwargs: Any) -> Any: ...
+@overload
+def model_from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | None" = ...,
+                          device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                          return_report: Literal[True], **kwargs: Any) -> "tuple[Any, _core.LoadReport]": ...
+@overload
+def model_from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | None" = ...,
+                          device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                          return_report: bool = ..., **kwargs: Any) -> Any: ...
+def model_from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | None" = None,
+                          device: "torch.device | str | int" = "cpu", store: StoreChoice = DEFAULT,
+                          component: "str | None" = None, return_report: bool = False, **kwargs: Any) -> Any:
     """`model_class.from_pretrained(path, dtype=dtype, **kwargs).to(device)` for one diffusers
     model (a ModelMixin: WanTransformer3DModel, AutoencoderKL, UNet2DConditionModel, ...), through
     snapcache. Returns the model, with `model.snapcache_report`; `return_report=True` returns

@@ -14,6 +14,7 @@ without reading the checkpoint. Both equal `model_class.from_pretrained(path, dt
 import copy
 import json
 import os
+from typing import Any, Literal, cast, overload
 
 import torch
 
@@ -32,7 +33,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_frameworks_opti
 
 from . import _core
 from . import _frameworks
-from ._stores import DEFAULT
+from ._stores import DEFAULT, StoreChoice
 
 
 # What from_pretrained reads files with: passed to the config, the checkpoint resolution and the
@@ -48,8 +49,23 @@ _DROPPED = ("low_cpu_mem_usage", "offload_state_dict", "mirror", "_fast_init", "
             "_commit_hash", "use_safetensors", "variant", "generation_config", "allow_all_kernels")
 
 
-def from_pretrained(model_class, path, *, dtype="auto", device="cpu", store=DEFAULT, component=None,
-                    return_report=False, **kwargs):
+# The model is whatever class from_pretrained builds (Any: an Auto class builds one it chooses), with
+# `model.snapcache_report`; return_report=True also gives the report typed.
+@overload
+def from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | str | None" = ...,
+                    device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                    return_report: Literal[False] = ..., **kwargs: Any) -> Any: ...
+@overload
+def from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | str | None" = ...,
+                    device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                    return_report: Literal[True], **kwargs: Any) -> "tuple[Any, _core.LoadReport]": ...
+@overload
+def from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | str | None" = ...,
+                    device: "torch.device | str | int" = ..., store: StoreChoice = ..., component: "str | None" = ...,
+                    return_report: bool = ..., **kwargs: Any) -> Any: ...
+def from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: "torch.dtype | str | None" = "auto",
+                    device: "torch.device | str | int" = "cpu", store: StoreChoice = DEFAULT,
+                    component: "str | None" = None, return_report: bool = False, **kwargs: Any) -> Any:
     """`model_class.from_pretrained(path, dtype=dtype, **kwargs)` on `device`, through snapcache.
 
     `model_class`: an Auto class (AutoModel, AutoModelForCausalLM, ...) or a model class.
@@ -114,12 +130,15 @@ def _generation_json(model):
     return generation.to_dict() if generation is not None else None
 
 
-def _build_on_meta(model_class, path, dtype, kwargs):
+def _build_on_meta(model_class: Any, path: "str | os.PathLike[str]", dtype: Any,
+                   kwargs: "dict[str, Any]") -> "tuple[Any, list[str], torch.dtype]":
     """The model on the meta device as from_pretrained builds it before it reads weights (the same
     steps, in the same order: config and its overrides, checkpoint files, dtype, the init context),
     with what loading then changes (keep-in-fp32 dtypes, tied weights, eval, the generation config).
     Returns (model, the files the key holds, the torch dtype)."""
-    download = {k: kwargs.pop(k) for k in _DOWNLOAD_KEYWORDS if k in kwargs}
+    # transformers' own steps, called with the keywords from_pretrained passes them (its internals'
+    # annotations are narrower than what from_pretrained hands them: Any here).
+    download: Any = {k: kwargs.pop(k) for k in _DOWNLOAD_KEYWORDS if k in kwargs}
     use_safetensors = kwargs.get("use_safetensors")
     variant = kwargs.get("variant")
     generation_config = kwargs.get("generation_config")
@@ -127,10 +146,11 @@ def _build_on_meta(model_class, path, dtype, kwargs):
     for name in _DROPPED:
         kwargs.pop(name, None)
 
-    config = kwargs.pop("config", None)
+    config: Any = kwargs.pop("config", None)
+    cls: Any
     if from_auto:
         if not isinstance(config, PreTrainedConfig):
-            config, kwargs = AutoConfig.from_pretrained(path, return_unused_kwargs=True, **download, **kwargs)
+            config, kwargs = cast(Any, AutoConfig.from_pretrained(path, return_unused_kwargs=True, **download, **kwargs))
         try:
             cls = _get_model_class(config, model_class._model_mapping)
         except KeyError:
@@ -205,6 +225,6 @@ def _keep_in_fp32(model, dtype_plan):
     with torch.no_grad():
         for name, tensor in model.state_dict(keep_vars=True).items():
             match = alternation.search(name)
-            if match is not None:
+            if match is not None and match.lastgroup is not None:
                 tensor.data = tensor.data.to(dtype_plan[group_to_glob[match.lastgroup]])
 

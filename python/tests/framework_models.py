@@ -8,6 +8,7 @@ load (test_transformers.py, test_diffusers.py, bench/first_output_bench.py).
 import json
 import os
 import sys
+from typing import Any
 
 import torch
 
@@ -15,7 +16,7 @@ import torch
 # Each is a real architecture's code at a small size: rotary decoders (Llama sharded in bf16, Qwen2 with
 # tied embeddings), an encoder-decoder's encoder in fp16 (T5: `wo` kept in fp32), a CLIP text model,
 # BERT and ViT (position_ids / token_type_ids buffers).
-TRANSFORMERS_MODELS = {
+TRANSFORMERS_MODELS: "dict[str, tuple[str, str, dict[str, Any], torch.dtype, str | None, dict[str, Any]]]" = {
     "llama": ("LlamaForCausalLM", "LlamaConfig",
               dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                    num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512,
@@ -66,7 +67,7 @@ def transformers_outputs(model, name, device):
     return {k: v.cpu() for k, v in out.items() if isinstance(v, torch.Tensor)}
 
 
-def transformers_class(name):
+def transformers_class(name: str) -> Any:
     import transformers
 
     return getattr(transformers, TRANSFORMERS_MODELS[name][0])
@@ -148,7 +149,7 @@ def save_diffusers(root):
     flux.save_pretrained(os.path.join(root, "flux"))
 
 
-DIFFUSERS_PIPELINES = {
+DIFFUSERS_PIPELINES: "dict[str, tuple[str, torch.dtype, dict[str, Any]]]" = {
     "wan": ("WanPipeline", torch.bfloat16,
             dict(height=32, width=32, num_frames=5, guidance_scale=1.0, max_sequence_length=16)),
     "flux": ("FluxPipeline", torch.float32,
@@ -156,7 +157,7 @@ DIFFUSERS_PIPELINES = {
 }
 
 
-def pipeline_class(name):
+def pipeline_class(name: str) -> Any:
     import diffusers
 
     return getattr(diffusers, DIFFUSERS_PIPELINES[name][0])

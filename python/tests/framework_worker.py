@@ -26,7 +26,7 @@ def tensors_of(module):
 
 
 def tied_names(module):
-    by_id = {}
+    by_id: dict[int, list[str]] = {}
     for name, t in list(module.named_parameters(remove_duplicate=False)):
         by_id.setdefault(id(t), []).append(name)
     return sorted(names for names in by_id.values() if len(names) > 1)

@@ -25,6 +25,9 @@ import torch.distributed as dist
 
 import snapcache
 
+ARGS: argparse.Namespace  # set by main()
+GROUP: dist.ProcessGroup
+
 
 def shard_loader(plan):
     """Rows [rank*n/W, (rank+1)*n/W) of every tensor, after an all-reduce every rank must join."""
@@ -71,6 +74,7 @@ def load(n, store, plan):
         print(json.dumps({"load": n, "error": f"{type(e).__name__}: {e}"}), flush=True)
         return None
     g = loaded.report.group
+    assert g is not None
     print(json.dumps({"load": n, "path": loaded.report.path.name, "tier": g.tier, "decision": g.decision,
                       "publication": g.publication, "agreement_ms": g.agreement_seconds * 1e3,
                       "digest": digest(loaded.weights)}), flush=True)
@@ -95,6 +99,7 @@ def main():
     dist.init_process_group(ARGS.backend, init_method=f"tcp://127.0.0.1:{ARGS.port}", rank=ARGS.rank,
                             world_size=ARGS.world, timeout=datetime.timedelta(seconds=ARGS.timeout),
                             device_id=device if device.type == "cuda" else None)
+    assert dist.group.WORLD is not None
     GROUP = dist.group.WORLD
     store = snapcache.Store.open(snapcache.Config(directory=ARGS.cache, reserve=0))
     plan = make_plan("model", ARGS.checkpoint, ARGS.rank, ARGS.world, device)

@@ -3,6 +3,7 @@ cold then warm; and the one-line transformers and diffusers forms of docs/python
 the framework tests' models, cold then warm."""
 
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -18,8 +19,8 @@ def example_code(document, heading, containing=""):
     return next(code for code in re.findall(r"```python\n(.*?)```", section, re.S) if containing in code)
 
 
-def example_namespace():
-    namespace = {"__name__": "docs_example"}
+def example_namespace() -> "dict[str, Any]":
+    namespace: "dict[str, Any]" = {"__name__": "docs_example"}
     exec(compile(example_code("docs/python.md", "## Wiring a loader"), "docs/python.md", "exec"), namespace)
     return namespace
 
@@ -63,6 +64,7 @@ def test_the_documented_one_line_forms_cold_and_warm(document, heading, device, 
     assert "snapcache.diffusers.from_pretrained(" in code
     monkeypatch.setenv("SNAPCACHE_DIR", str(tmp_path / "cache"))   # the environment's store, as in the docs
     paths = []
+    namespace: "dict[str, Any]" = {}
     for _ in range(2):
         namespace = {"__name__": "docs_example", "device": device,
                      "llama": str(framework_checkpoints("transformers") / "llama"),

@@ -44,7 +44,7 @@ def run_group(tmp_path, backend="gloo", ranks=RANKS, **options):
     results = []
     for r, p in enumerate(procs):
         out, err = p.communicate(timeout=300)
-        loads = {}
+        loads: dict[int, dict] = {}
         for line in out.splitlines():
             if line.startswith("{"):
                 d = json.loads(line)
@@ -106,6 +106,6 @@ def test_a_rank_group_is_a_plan_field_and_takes_only_process_groups():
     plan = snapcache.LoadPlan()
     assert plan.group is None
     with pytest.raises(TypeError, match="expected a torch.distributed ProcessGroup"):
-        plan.group = "not a group"
+        plan.group = "not a group"  # type: ignore[assignment]  # the mistake under test
     with pytest.raises(snapcache.InvalidArgument, match="MASTER_ADDR is not set"):
         snapcache.rank_group_from_environment()

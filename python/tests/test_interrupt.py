@@ -32,12 +32,14 @@ def interrupted_runs(mode, checkpoint, caches, *extra, delay=0.0):
     try:
         # Each gets its signal as soon as it blocks, the others still running.
         for child in children:
+            assert child.stdout is not None and child.stderr is not None
             line = child.stdout.readline()
             assert line == "blocking\n", f"the worker said {line!r}; stderr: {child.stderr.read()}"
             time.sleep(delay)
             os.kill(child.pid, signal.SIGINT)
         for child in children:
             # Through the same buffered readers readline() used (they may hold more than the line).
+            assert child.stdout is not None and child.stderr is not None
             out, err = child.stdout.read(), child.stderr.read()
             results.append((child.wait(timeout=300), "blocking\n" + out, err))
     finally:

@@ -129,6 +129,7 @@ def test_a_python_loader_is_identified_by_its_source_file_by_default(plan, store
     r = snapcache.load_model(plan, store=store).report
     assert r.path is snapcache.LoadPath.miss and r.not_cached is None
     source = inspect.getsourcefile(plan.ordinary_loader)
+    assert source is not None
     assert any(source in note and "default" in note for note in r.notes), r.notes
     assert source in str(r)  # the summary says it too
     assert snapcache.load_model(plan, store=store).report.path is snapcache.LoadPath.hit
@@ -189,7 +190,7 @@ def test_the_gil_is_released_while_the_library_loads(tmp_path, store):
             ticks.append(time.perf_counter())
             time.sleep(0.001)
 
-    loading = {}
+    loading: dict = {}
 
     def load():
         started = time.perf_counter()

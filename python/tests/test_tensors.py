@@ -77,4 +77,4 @@ def test_tensors_are_the_same_objects_storage_across_the_boundary():
 
 def test_a_non_tensor_is_a_type_error():
     with pytest.raises(TypeError, match="'x' is a str"):
-        snapcache.expected_layout_of({"x": "nope"})
+        snapcache.expected_layout_of({"x": "nope"})  # type: ignore[arg-type]  # the mistake under test

@@ -1,5 +1,6 @@
 #include "snapcache/report.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -54,14 +55,17 @@ std::string LoadReport::summary() const {
 }
 
 std::vector<std::string> LoadReport::table_lines() const {
-  std::vector<std::string> out = {fmt::format("  {:<14} {:>10} {:>12} {:>10}", "stage", "ms", "bytes", "GB/s")};
+  // The stage column as wide as its longest name ("publish (wait: ...)" is long), so columns align.
+  std::size_t width = 14;
+  for (const auto& s : stages) width = std::max(width, s.stage.size());
+  std::vector<std::string> out = {fmt::format("  {:<{}} {:>10} {:>12} {:>10}", "stage", width, "ms", "bytes", "GB/s")};
   for (const auto& s : stages) {
     double rate = s.seconds > 0 && s.bytes > 0 ? static_cast<double>(s.bytes) / s.seconds / 1e9 : 0.0;
-    out.push_back(fmt::format("  {:<14} {:>10.1f} {:>12} {:>10}{}", s.stage, s.seconds * 1e3,
+    out.push_back(fmt::format("  {:<{}} {:>10.1f} {:>12} {:>10}{}", s.stage, width, s.seconds * 1e3,
                               s.bytes ? format_size(s.bytes) : "", rate > 0 ? fmt::format("{:.2f}", rate) : "",
                               s.error.empty() ? "" : "  failed: " + s.error));
   }
-  out.push_back(fmt::format("  {:<14} {:>10.1f}", "total", seconds * 1e3));
+  out.push_back(fmt::format("  {:<{}} {:>10.1f}", "total", width, seconds * 1e3));
   for (const auto& t : tiers) out.push_back(fmt::format("  tier {:<9} {}: {}", t.tier, to_string(t.outcome), t.reason));
   if (group) {
     out.push_back(fmt::format("  group rank {} of {}: took {} ({:.1f} ms agreeing): {}", group->rank, group->size,

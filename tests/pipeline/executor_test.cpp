@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -154,6 +155,15 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   // Started in the background, and waited for: the CPU load hands out the published host tensors.
   CHECK(has_stage(cold->report, "publish (started)"));
   CHECK(has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
+  // The table's columns line up however long a stage's name: each time ends under "ms".
+  const std::vector<std::string> lines = cold->report.table_lines();
+  const std::size_t ms_end = lines[0].find(" ms") + 3;
+  for (std::size_t i = 1; i <= cold->report.stages.size() + 1; ++i) {
+    INFO(lines[i]);
+    REQUIRE(lines[i].size() > ms_end);
+    CHECK(std::isdigit(static_cast<unsigned char>(lines[i][ms_end - 1])));
+    CHECK(lines[i][ms_end] == ' ');
+  }
 
   auto warm = load_model(store.get(), f.plan());
   REQUIRE(warm.is_ok());
