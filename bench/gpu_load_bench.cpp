@@ -11,6 +11,7 @@
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P]
 // --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib:
 // the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
+// --only without `cold` keeps the entry an earlier run published (so a sweep publishes once).
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <cuda_runtime_api.h>
@@ -184,16 +185,16 @@ int main(int argc, char** argv) {
   if (::stat(checkpoint.c_str(), &st) != 0) {
     if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return 1;
   }
-  {  // start cold
+  auto wanted = [&](const std::string& what) {
+    return o.only.empty() || ("," + o.only + ",").find("," + what + ",") != std::string::npos;
+  };
+  if (wanted("cold")) {  // start cold; without it, the warm loads read the entry an earlier run published
     Config config;
     config.directory = o.work_dir + "/cache";
     EvictRequest all;
     all.all = true;
     if (auto store = Store::open(config)) (void)evict(**store, all);
   }
-  auto wanted = [&](const std::string& what) {
-    return o.only.empty() || ("," + o.only + ",").find("," + what + ",") != std::string::npos;
-  };
   auto child = [&](const std::string& what) -> Row {
     std::vector<std::string> args{"/proc/self/exe", "--measure", what, "--size-mib", std::to_string(o.size_mib),
                                   "--tp-size", std::to_string(o.tp_size), "--work-dir", o.work_dir};
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
     return row;
   };
   std::vector<Row> rows;
-  rows.push_back(child("cold"));  // always: it publishes the entry the warm loads read
+  if (wanted("cold")) rows.push_back(child("cold"));  // it publishes the entry the warm loads read
   for (const char* what : {"ordinary", "warm", "warm-engine", "warm-unchecked", "warm-host-post-load", "warm-plain",
                            "warm-view-only"}) {
     if (std::string(what) == "warm-engine" && o.size_mib >= 64) continue;  // the default from 64 MiB

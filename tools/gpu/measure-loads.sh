@@ -3,9 +3,9 @@
 # load benchmark of issue 21 at each size, in one run. For each size, snapcache's loads
 # (bench/gpu_load_bench.cpp: the bus, cold, warm, view-only, ...) and then the peers a user could
 # pick instead (bench/peer_load_bench.py: their PyPI wheels from .whl) on the same checkpoint,
-# every load in a new process. Tables and JSON go to $OUT.
+# every load in a new process. Tables and JSON go to $OUT. ONLY must name cold for a size not yet published.
 #
-#   SIZES="64 300 1024 16384" RUNS=3 PEERS=safetensors,instanttensor_buffered ONLY=warm,warm-view-only \
+#   SIZES="64 300 1024 16384" RUNS=3 PEERS=safetensors,instanttensor_buffered ONLY=cold,warm,warm-view-only \
 #     bash tools/gpu/measure-loads.sh
 set -euo pipefail
 out=${OUT:-/tmp}
