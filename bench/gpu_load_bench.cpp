@@ -9,7 +9,8 @@
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P]
-// --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib:
+//                            [--direct-share S]
+// --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share:
 // the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
 // --only without `cold` keeps the entry an earlier run published (so a sweep publishes once).
 #include <ATen/Context.h>
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") o.engine.threads = std::stoull(value), o.engine_set = true;
     else if (flag == "--chunk-mib") o.engine.chunk_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
+    else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
   }
   if (!o.measure.empty()) return measure(o);
   if (!at::hasCUDA()) {
@@ -201,7 +203,8 @@ int main(int argc, char** argv) {
     if (o.engine.threads) args.insert(args.end(), {"--threads", std::to_string(o.engine.threads)});
     if (o.engine_set)
       args.insert(args.end(), {"--chunk-mib", std::to_string(o.engine.chunk_bytes >> 20), "--pinned-mib",
-                               std::to_string(o.engine.pinned_bytes >> 20)});
+                               std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
+                               fmt::format("{}", o.engine.direct_share)});
     Row row{what};
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
       const std::string out = capture(args);

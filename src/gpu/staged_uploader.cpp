@@ -8,6 +8,15 @@
 // as they are, into a device scratch buffer of the worker's, and a device kernel (torch's strided
 // copy, which moves bytes and nothing else) writes their transpose into place: the CPU never
 // transposes, and the GPU does it at a hundred GB/s and more.
+//
+// The direct path (off by default, StagedUploadOptions::direct_share): pread into pinned buffers
+// tops out near 37 GB/s on the GPU machine (the kernel copies every byte once more), while the bus
+// takes 55. A share of each snapshot file's units can skip the read: the file is mapped read-only
+// and shared, and a worker registers the unit's pages of the page cache with the driver
+// (read-only), queues their copies, hashes the chunks in place while the bus reads them, and
+// unregisters the pages once the bus is done. A unit's copies never span two registrations (the
+// driver refuses that), and units served so never share a page. Measured in a whole load, the
+// registrations cost more than the reads they save (docs/performance.md), hence off.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -17,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -25,6 +35,7 @@
 #include "gpu/staging.h"
 #include "gpu/cuda_status.h"
 #include "snapcache/gpu_upload.h"
+#include "snapcache/log.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 #include "util/parallel.h"
@@ -35,6 +46,10 @@ namespace {
 using gpu::cuda_status;
 
 constexpr std::uint64_t kBytesPerWorker = 256ull << 20;
+constexpr std::uint64_t kPage = 4096;
+// Units of the direct path a worker keeps registered (in flight on the bus) at once: the page
+// cache it pins stays within two units per worker, as its pinned buffers do.
+constexpr std::size_t kRegisteredPerWorker = 2;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
 
@@ -124,6 +139,53 @@ struct WorkerStream {
   }
 };
 
+// The page-cache pieces a worker has registered for the direct path, oldest first, each with the
+// event that says when the bus is done reading it; unregistered however the worker ends.
+class Registrations {
+ public:
+  ~Registrations() { (void)release_all(); }
+  std::size_t size() const { return pieces_.size(); }
+  // Registers [data, data + bytes) read-only; an error (and nothing held) where the driver refuses.
+  Status add(std::byte* data, std::uint64_t bytes) {
+    if (cudaError_t err = cudaHostRegister(data, bytes, cudaHostRegisterReadOnly); err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return gpu::cuda_status(err, "registering the page cache of a snapshot file");
+    }
+    Piece piece{data, nullptr};
+    if (Status st = check(cudaEventCreateWithFlags(&piece.sent, cudaEventDisableTiming), "creating an event"); !st) {
+      (void)cudaHostUnregister(data);
+      return st;
+    }
+    pieces_.push_back(piece);
+    return Status::ok();
+  }
+  // After the copies of the newest piece are queued on `stream`.
+  Status sent(cudaStream_t stream) { return check(cudaEventRecord(pieces_.back().sent, stream), "copying to the device"); }
+  // Waits for the bus to finish the oldest piece, then lets it go.
+  Status release_oldest() {
+    Piece piece = pieces_.front();
+    pieces_.pop_front();
+    Status st = check(cudaEventSynchronize(piece.sent), "copying to the device");
+    (void)cudaEventDestroy(piece.sent);
+    if (cudaError_t err = cudaHostUnregister(piece.data); err != cudaSuccess && st.is_ok())
+      st = gpu::cuda_status(err, "unregistering the page cache of a snapshot file");
+    return st;
+  }
+  Status release_all() {
+    Status first;
+    while (!pieces_.empty())
+      if (Status st = release_oldest(); !st && first.is_ok()) first = st;
+    return first;
+  }
+
+ private:
+  struct Piece {
+    std::byte* data;
+    cudaEvent_t sent;
+  };
+  std::deque<Piece> pieces_;
+};
+
 class StagedUploader final : public Uploader {
  public:
   explicit StagedUploader(const StagedUploadOptions& options) : options_(options) {}
@@ -194,6 +256,10 @@ class StagedUploader final : public Uploader {
       (void)cudaEventDestroy(allocated);
       return recorded;
     }
+    // The direct path: which units, and each of their files mapped once for the load.
+    std::vector<std::optional<MappedRegion>> mapped(plan.sources.size());
+    const std::vector<bool> direct = direct_units(plan, mapped);
+    std::atomic<bool> direct_refused{false};
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> worker_ids{0};
     FirstError error;
@@ -215,10 +281,35 @@ class StagedUploader final : public Uploader {
       std::array<std::optional<gpu::PinnedPool::Buffer>, 2> buffers;
       std::array<bool, 2> in_flight{false, false};
       std::size_t slot = 0;
-      for (std::size_t units_done = 0; !error.failed(); ++units_done) {
+      Registrations registered;
+      for (std::size_t units_done = 0; !error.failed();) {
         const std::size_t i = next.fetch_add(1);
         if (i >= plan.units.size()) break;
-        if (units_done == 1) {
+        const gpu::StagingPlan::Unit& unit = plan.units[i];
+        if (direct[i] && !direct_refused.load(std::memory_order_relaxed)) {
+          if (registered.size() >= kRegisteredPerWorker) {
+            if (Status st = registered.release_oldest(); !st) {
+              error.set(st);
+              break;
+            }
+          }
+          const auto [first, last] = gpu::pages_of(unit, kPage);
+          std::byte* base = mapped[unit.source]->data();
+          if (Status st = registered.add(base + first, last - first); !st) {
+            // Refused (a kernel or driver without it): this unit and the rest go through the buffers.
+            if (!direct_refused.exchange(true))
+              log(LogLevel::info, "upload engine: every unit goes through the pinned buffers: " + st.to_string());
+          } else {
+            Status staged = gpu::stage_unit_in_place(plan, unit, base, sink);
+            Status sent = registered.sent(cuda.stream);  // even after a failure: queued copies read the pages
+            if (!staged || !sent) {
+              error.set(!staged ? staged : sent);
+              break;
+            }
+            continue;
+          }
+        }
+        if (units_done++ == 1) {
           if (auto second = pool->take()) {
             buffers[1].emplace(std::move(*second));
             slot = 1;
@@ -243,7 +334,7 @@ class StagedUploader final : public Uploader {
           }
           in_flight[slot] = false;
         }
-        Status st = gpu::stage_unit(plan, plan.units[i], buffers[slot]->data(), sink);
+        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink);
         // Recorded even after a failure: the copies issued before it still read the buffer.
         Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
         in_flight[slot] = sent.is_ok();
@@ -253,9 +344,10 @@ class StagedUploader final : public Uploader {
         }
         slot = buffers[1] ? 1 - slot : 0;
       }
-      // The buffers go back to the pool, and the scratch buffer to torch, only when no copy or
-      // kernel uses them.
+      // The buffers go back to the pool, the pages to the kernel and the scratch buffer to torch,
+      // only when no copy or kernel uses them.
       if (Status st = sink.wait(); !st) error.set(st);
+      if (Status st = registered.release_all(); !st) error.set(st);
     };
     std::vector<std::thread> threads;
     for (std::size_t t = 1; t < workers; ++t) threads.emplace_back(work);
@@ -263,6 +355,29 @@ class StagedUploader final : public Uploader {
     for (auto& t : threads) t.join();
     (void)cudaEventDestroy(allocated);
     return error.status();
+  }
+
+  // The direct path's units (gpu::choose_direct_units), each of their files mapped read-only and
+  // shared through its FileSystem; a file that cannot be mapped goes through the buffers.
+  std::vector<bool> direct_units(const gpu::StagingPlan& plan, std::vector<std::optional<MappedRegion>>& mapped) const {
+    std::vector<bool> direct = gpu::choose_direct_units(plan, options_.direct_share);
+    for (std::size_t i = 0; i < plan.units.size(); ++i) {
+      if (!direct[i]) continue;
+      const std::uint32_t s = plan.units[i].source;
+      if (!mapped[s]) {
+        const gpu::StagingPlan::Source& src = plan.sources[s];
+        auto region = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+        if (region) {
+          mapped[s].emplace(std::move(*region));
+        } else {
+          log(LogLevel::info, "upload engine: a snapshot file goes through the pinned buffers: " +
+                                  region.status().to_string());
+          mapped[s].emplace();  // tried: an empty region, never used
+        }
+      }
+      direct[i] = mapped[s]->data() != nullptr;
+    }
+    return direct;
   }
 
   // One device storage per host storage, each a slice of the shared allocation that keeps it alive,

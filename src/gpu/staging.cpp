@@ -164,38 +164,92 @@ bool converts(const StagingPlan& plan) {
   return std::any_of(plan.needs.begin(), plan.needs.end(), [](const Plan::Need& n) { return n.transpose(); });
 }
 
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
-  const Plan::Source& src = plan.sources[unit.source];
-  if (src.memory == nullptr) {
-    SNAPCACHE_RETURN_IF_ERROR(read_fully(*src.fs, src.fd, read, unit.begin, unit.read_end - unit.begin));
-    if (const DataFile* df = src.data_file) {
-      // Units are whole chunks (build_plan): chunk c covers store::chunk_range(*df, c).
-      for (std::uint64_t c = unit.begin / df->chunk_size; c < store::chunk_count(*df); ++c) {
-        const auto [at, bytes] = store::chunk_range(*df, c);
-        if (at >= unit.end) break;
-        SNAPCACHE_RETURN_IF_ERROR(store::check_chunk(*df, c, util::xxh3_64(read + (at - unit.begin), bytes)));
-      }
-    }
+namespace {
+
+// Checks the chunks of a data file's unit, whose bytes start at `staged` (the unit's first byte).
+Status check_chunks(const Plan& plan, const Plan::Unit& unit, const std::byte* staged) {
+  const DataFile* df = plan.sources[unit.source].data_file;
+  if (df == nullptr) return Status::ok();
+  // Units are whole chunks (plan_staging): chunk c covers store::chunk_range(*df, c).
+  for (std::uint64_t c = unit.begin / df->chunk_size; c < store::chunk_count(*df); ++c) {
+    const auto [at, bytes] = store::chunk_range(*df, c);
+    if (at >= unit.end) break;
+    SNAPCACHE_RETURN_IF_ERROR(store::check_chunk(*df, c, util::xxh3_64(staged + (at - unit.begin), bytes)));
   }
+  return Status::ok();
+}
+
+// Serves each need of a unit from `staged`, the unit's first byte (its buffer, or where it lies in
+// a mapping); a memory source's bytes are copied there first, need by need.
+Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, const std::byte* staged,
+                   StagingSink& sink) {
+  const Plan::Source& src = plan.sources[unit.source];
   for (std::uint32_t i : unit.needs) {
     const Plan::Need& n = plan.needs[i];
     if (n.transpose()) {
       auto [first, last] = rows_begun_in(n, unit.begin, unit.end);
       const std::uint64_t at = n.begin + first * n.row_bytes();  // in the source
       const std::uint64_t rows = last - first;
-      std::byte* staged = read + (src.memory != nullptr ? 0 : at - unit.begin);
+      const std::byte* from = staged + (at - unit.begin);
       // A memory source's unit is whole rows of its one need (plan_staging): they fit the buffer.
-      if (src.memory != nullptr) std::memcpy(staged, src.memory + at, rows * n.row_bytes());
+      if (src.memory != nullptr) from = static_cast<std::byte*>(std::memcpy(buffer, src.memory + at, rows * n.row_bytes()));
       SNAPCACHE_RETURN_IF_ERROR(
-          sink.transpose(n.dst + first * n.element_size, n.rows * n.element_size, staged, rows, n.cols, n.element_size));
+          sink.transpose(n.dst + first * n.element_size, n.rows * n.element_size, from, rows, n.cols, n.element_size));
     } else {
       const std::uint64_t begin = std::max(n.begin, unit.begin), end = std::min(n.end, unit.end);
-      std::byte* staged = read + (begin - unit.begin);
-      if (src.memory != nullptr) std::memcpy(staged, src.memory + begin, end - begin);
-      SNAPCACHE_RETURN_IF_ERROR(sink.copy(n.dst + (begin - n.begin), staged, end - begin));
+      const std::byte* from = staged + (begin - unit.begin);
+      if (src.memory != nullptr)
+        from = static_cast<std::byte*>(std::memcpy(buffer + (begin - unit.begin), src.memory + begin, end - begin));
+      SNAPCACHE_RETURN_IF_ERROR(sink.copy(n.dst + (begin - n.begin), from, end - begin));
     }
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
+  const Plan::Source& src = plan.sources[unit.source];
+  if (src.memory == nullptr) {
+    SNAPCACHE_RETURN_IF_ERROR(read_fully(*src.fs, src.fd, read, unit.begin, unit.read_end - unit.begin));
+    SNAPCACHE_RETURN_IF_ERROR(check_chunks(plan, unit, read));
+  }
+  return serve_needs(plan, unit, read, read, sink);
+}
+
+bool servable_in_place(const StagingPlan& plan, const StagingPlan::Unit& unit) {
+  const Plan::Source& src = plan.sources[unit.source];
+  constexpr std::uint64_t kPage = 4096;
+  return src.memory == nullptr && unit.read_end == unit.end && unit.begin % kPage == 0 &&
+         (unit.end % kPage == 0 || unit.end == src.size);
+}
+
+std::vector<bool> choose_direct_units(const StagingPlan& plan, double share) {
+  std::vector<bool> direct(plan.units.size(), false);
+  share = std::clamp(share, 0.0, 1.0);
+  double owed = 0;
+  for (std::size_t i = 0; share > 0 && i < plan.units.size(); ++i) {
+    if (!servable_in_place(plan, plan.units[i])) continue;
+    owed += share;
+    if (owed + 1e-9 < 1) continue;
+    owed -= 1;
+    direct[i] = true;
+  }
+  return direct;
+}
+
+std::pair<std::uint64_t, std::uint64_t> pages_of(const StagingPlan::Unit& unit, std::uint64_t page) {
+  return {unit.begin / page * page, align_up(unit.read_end, page)};
+}
+
+Status stage_unit_in_place(const StagingPlan& plan, const StagingPlan::Unit& unit, const std::byte* mapped,
+                           StagingSink& sink) {
+  if (!servable_in_place(plan, unit))
+    return Status(StatusCode::invalid_argument, "a unit that reads past its pages cannot be served in place");
+  const std::byte* staged = mapped + unit.begin;
+  // The sink's copies start first, so the bus works while the chunks are hashed.
+  SNAPCACHE_RETURN_IF_ERROR(serve_needs(plan, unit, nullptr, staged, sink));
+  return check_chunks(plan, unit, staged);
 }
 
 }  // namespace snapcache::gpu

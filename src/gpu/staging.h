@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "snapcache/file_system.h"
@@ -88,5 +89,22 @@ bool converts(const StagingPlan& plan);
 // bytes and must stay untouched until the sink's copies of them complete. Returns damaged, naming
 // the file and chunk, when a chunk's checksum differs from its manifest's.
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink);
+
+// The bytes of a file's unit served where they lie, in a mapping of the file (the engine's direct
+// path: the page cache registered with the driver, no host copy). Only units that read nothing
+// past their end, whose bounds are on pages (or at the end of what is read of the file), so that
+// the pages of two such units never overlap: each unit's pages are registered alone.
+bool servable_in_place(const StagingPlan& plan, const StagingPlan::Unit& unit);
+// Which units take the direct path: `share` (0 to 1) of those servable in place, spread evenly
+// through the plan, so that workers taking units in order run both paths at once.
+std::vector<bool> choose_direct_units(const StagingPlan& plan, double share);
+// The pages a unit served in place spans in its file: [begin, end), `page`-aligned.
+std::pair<std::uint64_t, std::uint64_t> pages_of(const StagingPlan::Unit& unit, std::uint64_t page);
+
+// Runs a unit whose source is mapped at `mapped` (the file's byte 0): hands the sink pointers into
+// the mapping, then checks every chunk there. The sink may still be reading when this returns
+// damaged; the caller fails the upload, so those bytes are never handed out.
+Status stage_unit_in_place(const StagingPlan& plan, const StagingPlan::Unit& unit, const std::byte* mapped,
+                           StagingSink& sink);
 
 }  // namespace snapcache::gpu

@@ -357,3 +357,66 @@ TEST_CASE("a failing read of the engine's staged upload falls back, and every la
   for (const auto& s : again->report.stages) CHECK(s.stage != "upload (fallback)");
   CHECK(demo::identical(*reference, *again));
 }
+
+TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map goes through the buffers",
+          "[gpu][direct]") {
+  test::TempDir dir;
+  demo::DitConfig config;
+  config.hidden = 1024;  // conversions pending: direct units transpose on the device too
+  config.layers = 4;
+  const std::string checkpoint = dir / "model.safetensors";
+  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  plan.uploader = per_storage_uploader();
+  auto reference = load_model(nullptr, plan);
+  REQUIRE(reference.is_ok());
+  const at::Tensor out = demo::forward(config, *reference);
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = *Store::open(test::test_config(dir / "cache"), fs);
+  plan.uploader = staged_uploader();
+  auto cold = load_model(store.get(), plan);
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().result == PublishResult::published);
+
+  auto fell_back = [](const LoadedModel& m) {
+    for (const auto& s : m.report.stages)
+      if (s.stage == "upload (fallback)") return true;
+    return false;
+  };
+  std::uint64_t lookup_maps = 0;  // counted at share 0, the first
+  for (double share : {0.0, 0.4, 1.0}) {
+    for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
+      INFO("direct share " << share << ", staging buffers of " << chunk);
+      StagedUploadOptions options;
+      options.direct_share = share;
+      options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
+      plan.uploader = staged_uploader(options);
+      fs->reset_counters();
+      auto warm = load_model(store.get(), plan);
+      REQUIRE(warm.is_ok());
+      REQUIRE(warm->report.path == LoadPath::hit);
+      CHECK_FALSE(fell_back(*warm));
+      CHECK(warm->report.bytes_checked > 0);
+      // The lookup maps the data file privately; the direct path maps it shared once more.
+      if (share == 0) lookup_maps = fs->calls(FsOp::map);
+      CHECK(lookup_maps >= 1);
+      CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 ? 1 : 0));
+      CHECK(demo::identical(*reference, *warm));
+      CHECK(demo::identical(out, demo::forward(config, *warm)));
+    }
+  }
+
+  // The engine's mapping refused: every unit goes through the pinned buffers, nothing falls back.
+  StagedUploadOptions all_direct;
+  all_direct.direct_share = 1.0;
+  plan.uploader = staged_uploader(all_direct);
+  fs->reset_counters();
+  fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
+  auto refused = load_model(store.get(), plan);
+  CHECK(fs->faults_fired() == 1);
+  fs->clear_faults();
+  REQUIRE(refused.is_ok());
+  CHECK(refused->report.path == LoadPath::hit);
+  CHECK_FALSE(fell_back(*refused));
+  CHECK(demo::identical(*reference, *refused));
+}

@@ -7,6 +7,7 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -135,6 +136,28 @@ TEST_CASE("staged loads leave conversions pending and give the reference's bytes
   CHECK(warm->report.bytes_checked > 0);
   CHECK(warm->report.bytes_trusted == 0);
   CHECK(warm->report.integrity().find("every byte") != std::string::npos);
+}
+
+TEST_CASE("units served in place from a shared mapping of the data file give the reference's bytes and are checked",
+          "[staging][direct]") {
+  StagingFixture f;
+  const NamedTensors reference = f.reference_weights();
+  auto store = f.store();
+  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  for (double share : {0.4, 1.0}) {
+    INFO("direct share " << share);
+    auto engine = std::make_shared<HostStagingUploader>(share);
+    auto warm = load_model(store.get(), f.plan_with(engine));
+    REQUIRE(warm.is_ok());
+    REQUIRE(warm->report.path == LoadPath::hit);
+    CHECK(engine->units_in_place > 0);
+    if (share < 1) CHECK(engine->units_in_place < engine->units);  // both paths in one load
+    require_identical(warm->weights, reference);
+    CHECK(warm->report.bytes_checked == engine->bytes_checked);
+    CHECK(warm->report.bytes_trusted == 0);
+  }
 }
 
 TEST_CASE("a load through the plain copy is trusted by identity, and says so", "[staging]") {
@@ -283,6 +306,55 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
   }
 }
 
+TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",
+          "[staging][direct]") {
+  const NamedTensors matrices = test::odd_matrices();
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir / "cache"));
+  const Key key = test::test_key(8);
+  REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
+  LookupOutcome hit = store->lookup(key);
+  REQUIRE(hit.result == LookupResult::hit);
+  const DataFile& file = hit.snapshot->manifest().files.at(0);
+  std::map<const void*, FileRegion> files = file_regions(hit.snapshot);
+  auto host = describe_host_storages(tensors_of(hit.snapshot));
+  REQUIRE(host.is_ok());
+  for (HostStorage& s : host->storages) s.file = files.at(s.data);  // plain copies from the file
+  const std::uint64_t buffer = file.chunk_size;  // a unit a chunk: the file takes several
+  auto plan = gpu::plan_staging(*host, buffer);
+  REQUIRE(plan.is_ok());
+  REQUIRE(plan->units.size() >= 2);
+  const std::vector<bool> direct = gpu::choose_direct_units(*plan, 1.0);
+  CHECK(std::count(direct.begin(), direct.end(), true) == static_cast<long>(plan->units.size()));
+  const auto& src = plan->sources.at(0);
+  auto mapping = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+  REQUIRE(mapping.is_ok());
+
+  // Every unit in place gives the bytes every unit staged gives.
+  std::vector<std::byte> in_place(plan->destination_bytes);
+  HostSink sink(in_place.data());
+  for (const auto& unit : plan->units) REQUIRE(gpu::stage_unit_in_place(*plan, unit, mapping->data(), sink).is_ok());
+  CHECK((in_place == run_into_host(*plan, buffer)));  // not decomposed: Catch cannot print bytes
+  for (std::size_t i = 0; i < matrices.size(); ++i) {
+    const at::Tensor& t = matrices[i].second;
+    CHECK(std::memcmp(in_place.data() + plan->storage_offsets[i], t.data_ptr(),
+                      static_cast<std::size_t>(t.numel()) * t.element_size()) == 0);
+  }
+
+  // A chunk whose bytes differ from its checksum fails its unit, naming the chunk.
+  DataFile rotten = file;
+  rotten.chunk_hashes.back() ^= 1;
+  for (HostStorage& s : host->storages) s.file->data_file = &rotten;
+  auto bad = gpu::plan_staging(*host, buffer);
+  REQUIRE(bad.is_ok());
+  Status failed = Status::ok();
+  for (const auto& unit : bad->units)
+    if (Status st = gpu::stage_unit_in_place(*bad, unit, mapping->data(), sink); !st) failed = st;
+  CHECK(failed.code() == StatusCode::damaged);
+  CHECK(failed.message().find("chunk " + std::to_string(rotten.chunk_hashes.size() - 1) + " (bytes ") !=
+        std::string::npos);
+}
+
 TEST_CASE("a cold load returns while its snapshot is published in the background", "[staging][publication]") {
   StagingFixture f;
   const NamedTensors reference = f.reference_weights();
@@ -313,9 +385,13 @@ TEST_CASE("a load right after a cold one in the same process waits for its publi
   auto slow = std::make_shared<FaultInjectingFileSystem>();
   slow->set_write_delay(std::chrono::milliseconds(20));
   auto store = f.store(slow);
+  // Held until the cold load has returned: on a machine with many cores the whole publication
+  // could otherwise end first.
+  slow->hold_writes();
   auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
   REQUIRE(cold.is_ok());
   REQUIRE(cold->publication.pending());
+  slow->release_writes();
   auto next = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
   REQUIRE(next.is_ok());
   CHECK(next->report.path == LoadPath::hit);

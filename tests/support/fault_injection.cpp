@@ -78,6 +78,7 @@ void FaultInjectingFileSystem::after_open(std::string path_contains, std::functi
 
 Result<std::size_t> FaultInjectingFileSystem::pwrite(int fd, const void* data, std::size_t size,
                                                      std::uint64_t offset) {
+  while (writes_held_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (const auto delay = write_delay_ms_.load(); delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   if (auto f = check(FsOp::pwrite)) {
     if (!f->short_write) return injected(*f, "");

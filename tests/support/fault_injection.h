@@ -44,6 +44,9 @@ class FaultInjectingFileSystem final : public FileSystemWrapper {
   void inject(Fault fault);
   // Every pwrite sleeps this long first: a slow disk, so tests can act while a publication runs.
   void set_write_delay(std::chrono::milliseconds delay) { write_delay_ms_ = delay.count(); }
+  // Every pwrite waits until release_writes(): a publication that cannot end before the test lets it.
+  void hold_writes() { writes_held_ = true; }
+  void release_writes() { writes_held_ = false; }
   void clear_faults();
   // Runs `action` once, right after the first successful open whose path contains
   // `path_contains`: a test changes the file system between two steps of an operation (swaps a
@@ -100,6 +103,7 @@ class FaultInjectingFileSystem final : public FileSystemWrapper {
   std::atomic<std::uint64_t> bytes_read_{0};
   std::atomic<std::uint64_t> bytes_written_{0};
   std::atomic<std::int64_t> write_delay_ms_{0};
+  std::atomic<bool> writes_held_{false};
   std::atomic<std::uint64_t> fired_{0};
 };
 

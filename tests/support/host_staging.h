@@ -7,6 +7,7 @@
 #include <ATen/Functions.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "gpu/staging.h"
@@ -40,9 +41,12 @@ class HostSink final : public gpu::StagingSink {
   std::byte* arena_;
 };
 
-// The engine's contract (converts layouts, checks files) with host memory as the device.
+// The engine's contract (converts layouts, checks files) with host memory as the device. With a
+// `direct_share`, that share of the file units is served in place from a read-only shared mapping
+// of the file (through the store's FileSystem), as the engine's direct path serves them.
 class HostStagingUploader final : public Uploader {
  public:
+  explicit HostStagingUploader(double share_in_place = 0) : direct_share(share_in_place) {}
   std::string name() const override { return "host staging"; }
   UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
   Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
@@ -55,7 +59,24 @@ class HostStagingUploader final : public Uploader {
     auto* base = static_cast<std::byte*>(arena.data_ptr());
     HostSink sink(base);
     std::vector<std::byte> read(kBufferBytes);
-    for (const auto& unit : plan->units) SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), sink));
+    const std::vector<bool> direct = gpu::choose_direct_units(*plan, direct_share);
+    std::vector<std::optional<MappedRegion>> mapped(plan->sources.size());
+    for (std::size_t i = 0; i < plan->units.size(); ++i) {
+      const auto& unit = plan->units[i];
+      if (!direct[i]) {
+        SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), sink));
+        continue;
+      }
+      auto& region = mapped[unit.source];
+      if (!region) {
+        const auto& src = plan->sources[unit.source];
+        auto made = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+        if (!made) return made.status();
+        region.emplace(std::move(*made));
+      }
+      SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit_in_place(*plan, unit, region->data(), sink));
+      ++units_in_place;
+    }
     std::vector<c10::Storage> storages;
     for (std::size_t i = 0; i < host.storages.size(); ++i)
       storages.push_back(at::from_blob(base + plan->storage_offsets[i], {static_cast<std::int64_t>(host.storages[i].nbytes)},
@@ -63,8 +84,10 @@ class HostStagingUploader final : public Uploader {
                              .storage());
     return views_over(tensors, host, storages);
   }
+  double direct_share = 0;
   int pending = 0;
   std::size_t units = 0;
+  std::size_t units_in_place = 0;
   std::uint64_t bytes_checked = 0;
 };
 

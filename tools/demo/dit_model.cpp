@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "snapcache/safetensors.h"
@@ -186,10 +187,15 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
 
   const std::int64_t layers = c.layers;
   plan.refresh_hooks.push_back({"fused_norms", [layers](const NamedTensors& w, DerivedBuffers& b, c10::Device d) {
+                                  // One pass over the weights (a model has thousands), then the
+                                  // layers in order.
+                                  std::map<std::string, at::Tensor> by_name;
+                                  for (const auto& [name, t] : w)
+                                    if (name.ends_with("norm1.weight")) by_name.emplace(name, t);
                                   std::vector<at::Tensor> norms;
                                   for (std::int64_t i = 0; i < layers; ++i)
-                                    for (const auto& [name, t] : w)
-                                      if (name == layer(i, "norm1.weight")) norms.push_back(t);
+                                    if (auto it = by_name.find(layer(i, "norm1.weight")); it != by_name.end())
+                                      norms.push_back(it->second);
                                   return refresh_buffer(b, "fused_norms", at::stack(norms), d);
                                 }});
   plan.refresh_hooks.push_back({"rope", [c](const NamedTensors&, DerivedBuffers& b, c10::Device d) {
