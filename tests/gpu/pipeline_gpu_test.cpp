@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,29 @@ struct SmallModel {
   SmallModel() {
     REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
     plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+  }
+};
+
+// A four-layer demo model whose layout conversions (1 MiB and more) are left to the engine, and
+// the reference load: the per-storage copy, conversions written on the host.
+struct ConvertingModel {
+  test::TempDir dir;
+  demo::DitConfig config = [] {
+    demo::DitConfig c;
+    c.hidden = 1024;
+    c.layers = 4;
+    return c;
+  }();
+  std::string checkpoint = dir / "model.safetensors";
+  LoadPlan plan;
+  std::optional<LoadedModel> reference;
+  ConvertingModel() {
+    REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+    plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+    plan.uploader = per_storage_uploader();
+    auto loaded = load_model(nullptr, plan);
+    REQUIRE(loaded.is_ok());
+    reference.emplace(std::move(*loaded));
   }
 };
 }  // namespace
@@ -234,16 +258,10 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
 }
 
 TEST_CASE("the engine writes layout conversions while staging and checks every byte, cold and warm", "[gpu]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 1024;  // conversions of 1 MiB and more are left to the engine
-  config.layers = 4;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
-  plan.uploader = per_storage_uploader();  // the reference: conversions written on the host
-  auto reference = load_model(nullptr, plan);
-  REQUIRE(reference.is_ok());
+  ConvertingModel m;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
+  const auto& reference = m.reference;
   const at::Tensor out = demo::forward(config, *reference);
 
   StagedUploadOptions small;  // several units per data file: rows and storages cross them
@@ -306,16 +324,11 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
 
 TEST_CASE("a failing read of the engine's staged upload falls back, and every later read is staged again",
           "[gpu][faults]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 1024;  // conversions pending: the staged units transpose on the device
-  config.layers = 4;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
-  plan.uploader = per_storage_uploader();
-  auto reference = load_model(nullptr, plan);
-  REQUIRE(reference.is_ok());
+  ConvertingModel m;  // conversions pending: the staged units transpose on the device
+  test::TempDir& dir = m.dir;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
+  const auto& reference = m.reference;
   StagedUploadOptions small;  // several units per worker: both staging buffers are used
   small.chunk_bytes = 16 << 20;
   small.pinned_bytes = 64 << 20;
@@ -360,16 +373,11 @@ TEST_CASE("a failing read of the engine's staged upload falls back, and every la
 
 TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map goes through the buffers",
           "[gpu][direct]") {
-  test::TempDir dir;
-  demo::DitConfig config;
-  config.hidden = 1024;  // conversions pending: direct units transpose on the device too
-  config.layers = 4;
-  const std::string checkpoint = dir / "model.safetensors";
-  REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-  LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
-  plan.uploader = per_storage_uploader();
-  auto reference = load_model(nullptr, plan);
-  REQUIRE(reference.is_ok());
+  ConvertingModel m;  // conversions pending: direct units transpose on the device too
+  test::TempDir& dir = m.dir;
+  const demo::DitConfig& config = m.config;
+  LoadPlan plan = m.plan;
+  const auto& reference = m.reference;
   const at::Tensor out = demo::forward(config, *reference);
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   auto store = *Store::open(test::test_config(dir / "cache"), fs);
@@ -378,8 +386,8 @@ TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it
   REQUIRE(cold.is_ok());
   REQUIRE(cold->publication.wait().result == PublishResult::published);
 
-  auto fell_back = [](const LoadedModel& m) {
-    for (const auto& s : m.report.stages)
+  auto fell_back = [](const LoadedModel& loaded) {
+    for (const auto& s : loaded.report.stages)
       if (s.stage == "upload (fallback)") return true;
     return false;
   };
