@@ -136,9 +136,10 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     auto nearest = nearest_entry(*this, key);
     if (!nearest)
       return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)" + secondary_note);
-    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} differs in {}{}",
-                                                  store::short_id(nearest->first),
-                                                  describe_differences(nearest->second), secondary_note));
+    // The difference in words, as it is now: the cause of this miss, kept for `snapcache why`.
+    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} ({}): {}{}",
+                                                  store::short_id(nearest->id), describe_kinship(*nearest, key),
+                                                  describe_differences(nearest->differences), secondary_note));
   }
   auto snap = open_snapshot(fs_, path, out.entry_id, key, policy, out);
   if (!snap) {
