@@ -117,6 +117,29 @@ struct CacheCounters {
   std::uint64_t publish_skipped = 0;
   std::uint64_t publish_failed = 0;
   std::uint64_t evicted = 0;
+  // The lookups and publications of each hour with any, oldest first: the last 7 days (168
+  // buckets at most; older ones are dropped as new ones come), so a dashboard can plot the hit
+  // rate over time. Zeroing the counters clears it.
+  struct Hour {
+    std::int64_t start_unix_ns = 0;  // the hour's first moment (UTC hours: whole multiples of 3600 s)
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    std::uint64_t damaged = 0;
+    std::uint64_t fallbacks = 0;
+    std::uint64_t published = 0;
+    std::uint64_t lookups() const { return hits + misses + damaged + fallbacks; }
+    // Summing hours into days (the start stays this one's).
+    Hour& operator+=(const Hour& other) {
+      hits += other.hits;
+      misses += other.misses;
+      damaged += other.damaged;
+      fallbacks += other.fallbacks;
+      published += other.published;
+      return *this;
+    }
+  };
+  std::vector<Hour> history;
+  static constexpr std::int64_t kHistoryHours = 7 * 24;
 };
 
 // A key a lookup missed, recorded (the newest 64) so `snapcache why` can explain the miss later.
