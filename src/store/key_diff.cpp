@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <type_traits>
 
@@ -145,18 +146,25 @@ struct Differ {
     std::set<std::string> wanted_paths, found_paths;
     for (const auto& c : wanted) wanted_paths.insert(c.path);
     for (const auto& c : found) found_paths.insert(c.path);
+    // A file is called by its name, unless another path of either list has that name too (the
+    // same checkpoint copied to another directory): then by its path.
+    std::map<std::string, std::set<std::string>> paths_named;
+    for (const auto* paths : {&wanted_paths, &found_paths})
+      for (const auto& path : *paths) paths_named[file_name(path)].insert(path);
+    auto label = [&](const std::string& path) {
+      return paths_named[file_name(path)].size() > 1 ? path : file_name(path);
+    };
     for (const auto& w : wanted) {
       auto it = std::find_if(found.begin(), found.end(), [&](const CheckpointFile& c) { return c.path == w.path; });
       if (it == found.end())
-        add("checkpoint[" + w.path + "]", "present", "(absent)",
-            fmt::format("checkpoint file {} is new", file_name(w.path)));
+        add("checkpoint[" + w.path + "]", "present", "(absent)", fmt::format("checkpoint file {} is new", label(w.path)));
       else
-        file("checkpoint[" + w.path + "]", "checkpoint " + file_name(w.path), w, *it);
+        file("checkpoint[" + w.path + "]", "checkpoint " + label(w.path), w, *it);
     }
     for (const auto& f : found)
       if (!wanted_paths.count(f.path))
         add("checkpoint[" + f.path + "]", "(absent)", "present",
-            fmt::format("checkpoint file {} is no longer part of the checkpoint", file_name(f.path)));
+            fmt::format("checkpoint file {} is no longer part of the checkpoint", label(f.path)));
     if (wanted_paths != found_paths) return;
     // The same files, listed another way, are another key too (the list is encoded as it is).
     if (wanted.size() != found.size()) {

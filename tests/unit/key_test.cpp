@@ -94,6 +94,11 @@ TEST_CASE("a key difference is said in words a person reads, not raw values", "[
   reshaped.checkpoint.back().path = "/ckpt/model-00003.safetensors";
   CHECK(words(reshaped) == "checkpoint file model-00003.safetensors is new, checkpoint file model-00001.safetensors is "
                            "no longer part of the checkpoint");
+  // The same name in another directory: each called by its path.
+  Key moved = entry;
+  moved.checkpoint[0].path = "/elsewhere/model-00001.safetensors";
+  CHECK(words(moved) == "checkpoint file /elsewhere/model-00001.safetensors is new, checkpoint file "
+                        "/ckpt/model-00001.safetensors is no longer part of the checkpoint");
   Key reordered = entry;
   std::swap(reordered.checkpoint[0], reordered.checkpoint[1]);
   CHECK(words(reordered) == "checkpoint files listed in another order");
