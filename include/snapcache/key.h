@@ -16,19 +16,37 @@
 
 namespace snapcache {
 
+// How a person is told that a field differs (KeyDifference::words). Raw values mean nothing to
+// read for some fields (a digest, nanoseconds since 1970), so each field says how it is put.
+enum class Says {
+  values,   // "torch 2.11.0 -> 2.14.0": the entry's value, then the one asked for
+  bytes,    // "size 1.0 GiB -> 1.2 GiB"
+  time,     // "modified 3m after the version the entry was made from" (a file's time)
+  changed,  // "loader source changed": a digest or an identity, whose values are no news to a person
+};
+
 // One field of a key's records: the name it has wherever a key is shown (key diffs, `snapcache
-// inspect`, --json, Python attributes) and its member. Each record lists its fields once, in the
-// order of the canonical encoding (src/format/key_codec.h), as `fields()`; the encoding, its
-// decoding, key diffs, the command's renderings and the Python bindings all walk that list, so a
-// new field is one member and one line here (and a format version: snapcache/manifest.h).
+// inspect`, --json, Python attributes), its member, and how a difference in it is said to a
+// person (`noun`, what a person calls it, the name when null; `says`). Each record lists its
+// fields once, in the order of the canonical encoding (src/format/key_codec.h), as `fields()`;
+// the encoding, its decoding, key diffs and their words, the command's renderings and the Python
+// bindings all walk that list, so a new field is one member and one line here (and a format
+// version: snapcache/manifest.h).
 template <class Record, class T>
 struct Field {
   const char* name;
   T Record::*member;
+  const char* noun = nullptr;
+  Says says = Says::values;
+  constexpr const char* spoken() const { return noun != nullptr ? noun : name; }
 };
 // Spelled out: clang before 17 deduces no template arguments for an aggregate by itself.
 template <class Record, class T>
 Field(const char*, T Record::*) -> Field<Record, T>;
+template <class Record, class T>
+Field(const char*, T Record::*, const char*) -> Field<Record, T>;
+template <class Record, class T>
+Field(const char*, T Record::*, const char*, Says) -> Field<Record, T>;
 
 // A record with a field list.
 template <class T>
@@ -41,10 +59,11 @@ void for_each_field(Record& record, F&& f) {
   std::apply([&](auto... field) { (f(field.name, record.*(field.member)), ...); }, Plain::fields());
 }
 
-// The same over two records of one type: f(name, a's value, b's value).
+// The same over two records of one type: f(field, a's value, b's value), with the whole Field
+// (its name, and how a difference in it is said).
 template <class Record, class F>
 void for_each_field(const Record& a, const Record& b, F&& f) {
-  std::apply([&](auto... field) { (f(field.name, a.*(field.member), b.*(field.member)), ...); }, Record::fields());
+  std::apply([&](auto... field) { (f(field, a.*(field.member), b.*(field.member)), ...); }, Record::fields());
 }
 
 // A checkpoint file as this process sees it: where it is, its stat identity and, optionally, the
@@ -62,10 +81,13 @@ struct CheckpointFile {
   bool keyed_by_content() const { return !content_digest.empty(); }
   bool operator==(const CheckpointFile&) const = default;
   static constexpr auto fields() {
-    return std::tuple{Field{"path", &CheckpointFile::path},         Field{"size", &CheckpointFile::size},
-                      Field{"mtime_ns", &CheckpointFile::mtime_ns}, Field{"ctime_ns", &CheckpointFile::ctime_ns},
-                      Field{"device", &CheckpointFile::device},     Field{"inode", &CheckpointFile::inode},
-                      Field{"content_digest", &CheckpointFile::content_digest}};
+    return std::tuple{Field{"path", &CheckpointFile::path},
+                      Field{"size", &CheckpointFile::size, "size", Says::bytes},
+                      Field{"mtime_ns", &CheckpointFile::mtime_ns, "modified", Says::time},
+                      Field{"ctime_ns", &CheckpointFile::ctime_ns, "changed (ctime)", Says::time},
+                      Field{"device", &CheckpointFile::device, "device"},
+                      Field{"inode", &CheckpointFile::inode, "inode"},
+                      Field{"content_digest", &CheckpointFile::content_digest, "content", Says::changed}};
   }
 };
 
@@ -83,9 +105,9 @@ struct Topology {
   std::map<std::string, std::string> extra;  // room for more (expert parallel, ...)
   bool operator==(const Topology&) const = default;
   static constexpr auto fields() {
-    return std::tuple{Field{"tp_rank", &Topology::tp_rank}, Field{"tp_size", &Topology::tp_size},
-                      Field{"pp_rank", &Topology::pp_rank}, Field{"pp_size", &Topology::pp_size},
-                      Field{"extra", &Topology::extra}};
+    return std::tuple{Field{"tp_rank", &Topology::tp_rank, "TP rank"}, Field{"tp_size", &Topology::tp_size, "TP size"},
+                      Field{"pp_rank", &Topology::pp_rank, "PP rank"}, Field{"pp_size", &Topology::pp_size, "PP size"},
+                      Field{"extra", &Topology::extra, "topology"}};
   }
 };
 
@@ -95,8 +117,9 @@ struct TorchIdentity {
   std::string cxx_abi;       // "cxx11" or "pre-cxx11"
   bool operator==(const TorchIdentity&) const = default;
   static constexpr auto fields() {
-    return std::tuple{Field{"version", &TorchIdentity::version}, Field{"cuda_version", &TorchIdentity::cuda_version},
-                      Field{"cxx_abi", &TorchIdentity::cxx_abi}};
+    return std::tuple{Field{"version", &TorchIdentity::version, "torch"},
+                      Field{"cuda_version", &TorchIdentity::cuda_version, "torch's CUDA"},
+                      Field{"cxx_abi", &TorchIdentity::cxx_abi, "torch's C++ ABI"}};
   }
 };
 
@@ -111,14 +134,14 @@ struct Key {
   std::map<std::string, std::string> options;
   bool operator==(const Key&) const = default;
   static constexpr auto fields() {
-    return std::tuple{Field{"checkpoint", &Key::checkpoint},
-                      Field{"source_identity", &Key::source_identity},
+    return std::tuple{Field{"checkpoint", &Key::checkpoint, "checkpoint"},
+                      Field{"source_identity", &Key::source_identity, "loader source", Says::changed},
                       Field{"torch", &Key::torch},
                       Field{"dtype", &Key::dtype},
-                      Field{"precision_policy", &Key::precision_policy},
+                      Field{"precision_policy", &Key::precision_policy, "precision policy"},
                       Field{"topology", &Key::topology},
                       Field{"component", &Key::component},
-                      Field{"options", &Key::options}};
+                      Field{"options", &Key::options, "option"}};
   }
 };
 
@@ -145,12 +168,24 @@ struct KeyDifference {
   std::string field;
   std::string wanted;  // in the key asked for
   std::string found;   // in the entry
+  // What changed, in words a person reads, by the field's rule (Field::says): "torch 2.10.0 ->
+  // 2.11.0", "loader source changed", "checkpoint model-00002.safetensors modified 3m after the
+  // version the entry was made from", "checkpoint file model-00003.safetensors is new". Empty
+  // where no rule says more than the values (describe_differences then shows those).
+  std::string words;
 };
 // Compares identities (key_identity): a file keyed by content differs only in size or digest
-// ("checkpoint[0].content_digest 1f2e... != 9a8b..."), never in where it lies.
+// ("checkpoint[0].content_digest 1f2e... != 9a8b..."), never in where it lies. Files keyed by
+// their place are matched by path, so a file added to or dropped from the checkpoint is named as
+// such ("checkpoint[/ckpt/model-00003.safetensors]": wanted "present", found "(absent)").
 SNAPCACHE_API std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
-// "torch.version 2.11.0 != 2.10.0, dtype bfloat16 != float16"
+// "torch 2.10.0 -> 2.11.0, dtype float16 -> bfloat16 (and 2 more)": each difference's words (or
+// "field wanted != found" for one without).
 SNAPCACHE_API std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);
+// Whether two keys name the same checkpoint as a person does: the same files at the same places
+// (or, keyed by content, the same bytes), whatever changed in them since. A modified checkpoint
+// is still the same checkpoint; another directory is another.
+SNAPCACHE_API bool same_checkpoint(const Key& a, const Key& b);
 
 // Describes checkpoint files by identity (stat only, no reading).
 SNAPCACHE_API Result<std::vector<CheckpointFile>> describe_checkpoint(FileSystem& fs,

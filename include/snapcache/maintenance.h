@@ -117,9 +117,33 @@ struct CacheCounters {
   std::uint64_t publish_skipped = 0;
   std::uint64_t publish_failed = 0;
   std::uint64_t evicted = 0;
+  // The lookups and publications of each hour with any, oldest first: the last 7 days (168
+  // buckets at most; older ones are dropped as new ones come), so a dashboard can plot the hit
+  // rate over time. Zeroing the counters clears it.
+  struct Hour {
+    std::int64_t start_unix_ns = 0;  // the hour's first moment (UTC hours: whole multiples of 3600 s)
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    std::uint64_t damaged = 0;
+    std::uint64_t fallbacks = 0;
+    std::uint64_t published = 0;
+    std::uint64_t lookups() const { return hits + misses + damaged + fallbacks; }
+    // Summing hours into days (the start stays this one's).
+    Hour& operator+=(const Hour& other) {
+      hits += other.hits;
+      misses += other.misses;
+      damaged += other.damaged;
+      fallbacks += other.fallbacks;
+      published += other.published;
+      return *this;
+    }
+  };
+  std::vector<Hour> history;
+  static constexpr std::int64_t kHistoryHours = 7 * 24;
 };
 
 // A key a lookup missed, recorded (the newest 64) so `snapcache why` can explain the miss later.
+// A load that missed and then failed (its loader raised) is recorded as a failure, not a miss.
 struct RecordedMiss {
   std::string id;    // the key's id; no entry had it at the time
   std::string path;  // key file (see write_key_file)
@@ -128,6 +152,9 @@ struct RecordedMiss {
   // differs in ..."): what caused it, still there after the entry has been published. Empty for
   // misses recorded before reasons were, or when it could not be read.
   std::string reason;
+  // The load's error when the load that missed then failed (record_failed_load): the loader
+  // raised, its output was not the plan's. Empty for a miss (the load went on, or is still going).
+  std::string failure;
 };
 
 // Whether a failed check means the entry itself is bad (damaged, foreign, mismatch, unfinished):
@@ -166,15 +193,32 @@ SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);
 SNAPCACHE_API Result<CacheCounters> read_counters(const Store& store);
 SNAPCACHE_API Status zero_counters(Store& store);
 SNAPCACHE_API std::vector<RecordedMiss> recorded_misses(const Store& store);  // newest first
+// Records that the load of `key` failed after its lookup missed, with the load's error: the
+// snapshot tier calls it (Tier::load_failed), so `snapcache why` shows "failed: <reason>" instead
+// of a miss. A later miss of the key is a miss again until its load fails too.
+SNAPCACHE_API void record_failed_load(const Store& store, const Key& key, const std::string& reason);
 
 // The stored key of every readable entry (one manifest read per entry).
 SNAPCACHE_API Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store);
-// The entry whose key differs from `key` in the fewest fields, with those differences; an entry
-// of the same component is preferred to any entry of another. It compares at most 16 entries,
-// whatever the size of the cache, chosen by the cache's index: those of the key's component and
-// checkpoint; if there are none, one of each other checkpoint of its component; if there are
-// none either, one of each other component.
-SNAPCACHE_API std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store,
-                                                                                            const Key& key);
+// The entry a miss is best explained by, and how its key differs (diff_keys).
+struct NearestEntry {
+  // How near it is, as a person compares: the same model and checkpoint first (another rank,
+  // dtype or torch, or the checkpoint changed since), then the same model's other checkpoints,
+  // and only when the cache holds neither, another model.
+  enum class Kinship { same_checkpoint, same_component, other_component };
+  std::string id;
+  std::vector<KeyDifference> differences;
+  Kinship kinship = Kinship::other_component;
+};
+// "same component and checkpoint", "same component, another checkpoint (none of this one is
+// cached)", "another component (none of 'dit' is cached)": what a miss says about its choice.
+SNAPCACHE_API std::string describe_kinship(const NearestEntry& nearest, const Key& key);
+// The entry nearest to `key`: of its component and checkpoint (same_checkpoint: the same files,
+// changed or not) if there is one, else of its component, else any; among those, the one that
+// differs in the fewest fields. It compares at most 16 entries, whatever the size of the cache,
+// chosen by the cache's index: those of the key's component and checkpoint; if there are none,
+// one of each other checkpoint of its component; if there are none either, one of each other
+// component.
+SNAPCACHE_API std::optional<NearestEntry> nearest_entry(Store& store, const Key& key);
 
 }  // namespace snapcache

@@ -72,6 +72,10 @@ class SNAPCACHE_API Tier {
   // the next load (the snapshot tier publishes them). Returns a note for the report's reason
   // ("not published: ..."), or "" when there is nothing to say.
   virtual std::string keep(LoadContext& load, const NamedTensors& tensors);
+  // The load this tier missed then failed (the ordinary loader raised, its output was not the
+  // plan's, post-load or the upload failed): a tier that records misses records the failure, so
+  // a failed load is never explained as a plain miss. Best effort; the load's error stands.
+  virtual void load_failed(LoadContext& load, const Status& why);
 };
 
 // The disk tier: looks the key up in the store, checks the entry against the plan's expected

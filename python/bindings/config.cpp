@@ -346,6 +346,7 @@ void bind_key(py::module_& m) {
       .def_readonly("field", &KeyDifference::field)
       .def_readonly("wanted", &KeyDifference::wanted)
       .def_readonly("found", &KeyDifference::found)
+      .def_readonly("words", &KeyDifference::words, "What changed, in words: 'torch 2.10.0 -> 2.11.0'.")
       .def("__repr__", [](const KeyDifference& d) { return "KeyDifference(" + d.field + ": " + d.wanted + " != " + d.found + ")"; });
 
   m.def("key_id", &key_id, py::arg("key"));

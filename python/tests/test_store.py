@@ -57,7 +57,8 @@ def test_key_fields_and_id(checkpoint):
     other = make_key(path, topology=key.topology, options=key.options, dtype="bfloat16")
     diffs = snapcache.diff_keys(other, key)
     assert [(d.field, d.wanted, d.found) for d in diffs] == [("dtype", "bfloat16", "float32")]
-    assert snapcache.describe_differences(diffs) == "dtype bfloat16 != float32"
+    assert diffs[0].words == "dtype float32 -> bfloat16"
+    assert snapcache.describe_differences(diffs) == "dtype float32 -> bfloat16"
 
 
 def test_key_files_round_trip(checkpoint, tmp_path):

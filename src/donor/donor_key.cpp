@@ -43,8 +43,10 @@ std::string donor_key_id(const DonorKey& key) {
 std::vector<KeyDifference> diff_donor_keys(const DonorKey& wanted, const DonorKey& found) {
   std::vector<KeyDifference> out = diff_keys(wanted.disk, found.disk);
   if (wanted.weight_processing != found.weight_processing)
-    out.push_back({"weight_processing", wanted.weight_processing, found.weight_processing});
-  if (wanted.gpu_uuid != found.gpu_uuid) out.push_back({"gpu_uuid", wanted.gpu_uuid, found.gpu_uuid});
+    out.push_back({"weight_processing", wanted.weight_processing, found.weight_processing,
+                   "weight processing " + found.weight_processing + " -> " + wanted.weight_processing});
+  if (wanted.gpu_uuid != found.gpu_uuid)
+    out.push_back({"gpu_uuid", wanted.gpu_uuid, found.gpu_uuid, "GPU " + found.gpu_uuid + " -> " + wanted.gpu_uuid});
   return out;
 }
 

@@ -351,6 +351,20 @@ Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared
   return device;
 }
 
+// A load that missed and then failed is a failure, not a miss: each tier that missed hears why
+// (Tier::load_failed), so what it recorded of the miss says so. What a tier does with it never
+// changes the load's error.
+void tell_missed_tiers(LoadContext& load, const std::vector<std::shared_ptr<Tier>>& tiers,
+                       const std::vector<TierAnswer>& passed, const Status& why) {
+  for (std::size_t i = 0; i < passed.size() && i < tiers.size(); ++i) {
+    if (passed[i].outcome != TierOutcome::missed) continue;
+    try {
+      tiers[i]->load_failed(load, why);
+    } catch (...) {
+    }
+  }
+}
+
 // How a load ended, for the retry after damage found while staging (see load_weights).
 struct LoadEnd {
   bool damaged_here = false;  // this rank's hit failed its checksums while staging
@@ -381,11 +395,15 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   auto served = choose_tier(load, tiers, passed, agreement ? &*agreement : nullptr);
   // Without a tier every rank agreed on, every rank of a group has the same error: nothing more
   // to agree on.
-  if (!served) return served.status();
+  if (!served) {
+    tell_missed_tiers(load, tiers, passed, served.status());
+    return served.status();
+  }
   decide_path(report, passed, *served);
   if (agreement) agreement->decide_path(*served);
 
   auto device = use_served(load, tiers, passed, *served, derived);
+  if (!device) tell_missed_tiers(load, tiers, passed, device.status());
   end.damaged_here = !device && device.status().code() == StatusCode::damaged && report.path == LoadPath::hit;
   end.load_again = end.damaged_here;
   if (!agreement) {

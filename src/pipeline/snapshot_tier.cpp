@@ -1,5 +1,6 @@
 // The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
 #include "pipeline/background_publication.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/tier.h"
 #include "util/fmt.h"
@@ -58,6 +59,11 @@ class SnapshotTier final : public Tier {
         return TierAnswer::skipped(std::move(lk.reason));
     }
     return Status(StatusCode::invalid_argument, "unknown lookup result");
+  }
+
+  void load_failed(LoadContext& load, const Status& why) override {
+    if (load.store == nullptr || load.key == nullptr || !load.store->unavailable_reason().empty()) return;
+    record_failed_load(*load.store, *load.key, why.to_string());
   }
 
   std::string keep(LoadContext& load, const NamedTensors& tensors) override {

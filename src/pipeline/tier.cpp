@@ -5,6 +5,7 @@ namespace snapcache {
 Tier::~Tier() = default;
 
 std::string Tier::keep(LoadContext&, const NamedTensors&) { return {}; }
+void Tier::load_failed(LoadContext&, const Status&) {}
 
 TierAnswer TierAnswer::served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,
                               std::string entry_id) {

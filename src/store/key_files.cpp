@@ -1,6 +1,7 @@
 // Key files: the key of a load, written to a file so a miss can be explained after the fact.
 // Lookups record each missed key in <dir>/misses/<id>.key, the lookup's reason for the miss in
-// <id>.reason beside it, and keep the newest kMaxRecordedMisses.
+// <id>.reason beside it, and keep the newest kMaxRecordedMisses; a load that failed after the
+// miss adds <id>.failed, its error.
 #include <algorithm>
 #include <cstring>
 
@@ -32,6 +33,8 @@ namespace {
 constexpr std::size_t kMaxRecordedMisses = 64;
 constexpr const char* kKeySuffix = ".key";
 constexpr const char* kReasonSuffix = ".reason";
+constexpr const char* kFailedSuffix = ".failed";
+constexpr const char* kRecordSuffixes[] = {kKeySuffix, kReasonSuffix, kFailedSuffix};
 constexpr std::uint64_t kMaxReasonBytes = 16u << 10;  // a line of a report; anything longer is not ours
 
 FileSystem& side_fs() {
@@ -60,7 +63,7 @@ std::vector<Found> key_files(FileSystem& fs, const std::string& dir) {
 }  // namespace
 
 bool is_miss_record_name(const std::string& name) {
-  for (const char* suffix : {kKeySuffix, kReasonSuffix})
+  for (const char* suffix : kRecordSuffixes)
     if (name.size() == 32 + std::strlen(suffix) && name.ends_with(suffix) && is_entry_id(name.substr(0, 32))) return true;
   return false;
 }
@@ -71,14 +74,26 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
   if (!make_directories(fs, dir)) return;
   // A misses/ that is a symlink would receive key files wherever it points.
   if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
+  // A new miss of the key is a miss until its load fails too: an old failure is not its cause.
+  (void)fs.remove_file(dir + "/" + id + kFailedSuffix);
   // The reason first: a key file with no reason beside it reads as one recorded before reasons were.
   (void)write_file_atomic(fs, dir + "/" + id + kReasonSuffix, reason.substr(0, kMaxReasonBytes));
   if (!write_key_file(fs, dir + "/" + id + kKeySuffix, key)) return;
   auto found = key_files(fs, dir);
-  for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i) {
-    (void)fs.remove_file(dir + "/" + found[i].name);
-    (void)fs.remove_file(dir + "/" + found[i].name.substr(0, 32) + kReasonSuffix);
-  }
+  for (std::size_t i = kMaxRecordedMisses; i < found.size(); ++i)
+    for (const char* suffix : kRecordSuffixes) (void)fs.remove_file(dir + "/" + found[i].name.substr(0, 32) + suffix);
+}
+
+void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
+                    const std::string& reason) {
+  FileSystem& fs = side_fs();
+  const std::string dir = cache_directory + "/" + kMissesDir;
+  if (!make_directories(fs, dir)) return;
+  if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
+  // Replaced by rename, as every record: a planted link keeps its bytes. The key is written again
+  // (the record the failure belongs to, newest now) in case the miss's record was trimmed.
+  if (!write_file_atomic(fs, dir + "/" + id + kFailedSuffix, reason.substr(0, kMaxReasonBytes))) return;
+  (void)write_key_file(fs, dir + "/" + id + kKeySuffix, key);
 }
 
 }  // namespace store
@@ -91,9 +106,16 @@ std::vector<RecordedMiss> recorded_misses(const Store& store) {
     // Read as the store's own file (no link, no second name, bounded): another process may have
     // planted anything there.
     auto reason = read_own_file(store::side_fs(), dir + "/" + id + store::kReasonSuffix, store::kMaxReasonBytes);
-    out.push_back({id, dir + "/" + f.name, f.mtime_ns, reason ? std::move(*reason) : std::string()});
+    auto failure = read_own_file(store::side_fs(), dir + "/" + id + store::kFailedSuffix, store::kMaxReasonBytes);
+    out.push_back({id, dir + "/" + f.name, f.mtime_ns, reason ? std::move(*reason) : std::string(),
+                   failure ? std::move(*failure) : std::string()});
   }
   return out;
+}
+
+void record_failed_load(const Store& store, const Key& key, const std::string& reason) {
+  if (!store.unavailable_reason().empty()) return;  // an unavailable cache records nothing
+  store::record_failure(store.config().directory, key, key_id(key), reason);
 }
 
 }  // namespace snapcache

@@ -37,6 +37,10 @@ std::string Snapshot::data_file_path(std::uint32_t file) const {
 
 namespace {
 
+// Differences a miss's reason names before "(and N more)": a file rewritten in place alone
+// differs in its mtime, ctime and size, and the reason is what `snapcache why` shows later.
+constexpr std::size_t kReasonDifferences = 8;
+
 void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& out) {
   switch (out.result) {
     case LookupResult::hit: store::bump_counter(dir, store::Counter::hit); break;
@@ -136,9 +140,11 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     auto nearest = nearest_entry(*this, key);
     if (!nearest)
       return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)" + secondary_note);
-    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} differs in {}{}",
-                                                  store::short_id(nearest->first),
-                                                  describe_differences(nearest->second), secondary_note));
+    // The difference in words, as it is now: the cause of this miss, kept for `snapcache why`.
+    return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} ({}): {}{}",
+                                                  store::short_id(nearest->id), describe_kinship(*nearest, key),
+                                                  describe_differences(nearest->differences, kReasonDifferences),
+                                                  secondary_note));
   }
   auto snap = open_snapshot(fs_, path, out.entry_id, key, policy, out);
   if (!snap) {

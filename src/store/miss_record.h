@@ -13,7 +13,12 @@ namespace snapcache::store {
 void record_miss(const std::string& cache_directory, const Key& key, const std::string& id,
                  const std::string& reason);
 
-// Whether `name` in misses/ is one record_miss writes (<id>.key, <id>.reason): gc removes others.
+// The load of a missed key failed afterwards: `reason` is its error (<id>.failed), so `snapcache
+// why` tells it from a miss. Best effort, as record_miss.
+void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
+                    const std::string& reason);
+
+// Whether `name` in misses/ is one record_miss writes (<id>.key, <id>.reason, <id>.failed): gc removes others.
 bool is_miss_record_name(const std::string& name);
 
 }  // namespace snapcache::store

@@ -1,6 +1,8 @@
 #include "store/stats.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,69 @@ constexpr Field kFields[] = {
 
 const char* name_of(Counter c) { return kFields[static_cast<int>(c)].name; }
 
+// The history: the counters of each hour that saw any, in stats.json as "hours": [[start in Unix
+// seconds, then one number per field below, in this order], ...], oldest first. An array per
+// hour, not an object: a week of hours stays a few KiB, well under kMaxStatsBytes.
+using Hour = CacheCounters::Hour;
+struct HourField {
+  Counter counter;
+  std::uint64_t Hour::*member;
+};
+constexpr HourField kHourFields[] = {
+    {Counter::hit, &Hour::hits},         {Counter::miss, &Hour::misses},
+    {Counter::damaged, &Hour::damaged},  {Counter::fallback, &Hour::fallbacks},
+    {Counter::published, &Hour::published},
+};
+constexpr std::int64_t kHourSeconds = 3600;
+constexpr std::size_t kHourColumns = 1 + std::size(kHourFields);
+
+// The hours a file holds, checked: another process (or user) may have written anything there. A
+// row that is not an array of kHourColumns non-negative numbers, an hour not on an hour's
+// boundary, or one out of order is dropped; at most kHistoryHours are read.
+std::vector<Hour> read_hours(const json& j) {
+  std::vector<Hour> out;
+  auto it = j.find("hours");
+  if (it == j.end() || !it->is_array()) return out;
+  for (const json& row : *it) {
+    if (!row.is_array() || row.size() != kHourColumns) continue;
+    if (!std::all_of(row.begin(), row.end(), [](const json& v) { return v.is_number_unsigned(); })) continue;
+    const auto start = row[0].get<std::uint64_t>();
+    if (start % kHourSeconds != 0 || start > static_cast<std::uint64_t>(util::kLatestUnixNs / 1'000'000'000)) continue;
+    Hour h;
+    h.start_unix_ns = static_cast<std::int64_t>(start) * 1'000'000'000;
+    if (!out.empty() && h.start_unix_ns <= out.back().start_unix_ns) continue;
+    for (std::size_t i = 0; i < std::size(kHourFields); ++i) h.*kHourFields[i].member = row[i + 1].get<std::uint64_t>();
+    out.push_back(h);
+  }
+  if (out.size() > static_cast<std::size_t>(CacheCounters::kHistoryHours))
+    out.erase(out.begin(), out.end() - CacheCounters::kHistoryHours);
+  return out;
+}
+
+// Counts `counter` in the current hour, and keeps only the last kHistoryHours hours: older ones
+// go, and so do any "later" than now (written under a clock that was ahead), which would
+// otherwise stay forever.
+void count_hour(json& j, Counter counter, std::int64_t now_unix_ns) {
+  const HourField* field = nullptr;
+  for (const HourField& f : kHourFields)
+    if (f.counter == counter) field = &f;
+  if (field == nullptr) return;  // not part of the history (publication skips, evictions, ...)
+  const std::int64_t now_s = now_unix_ns / 1'000'000'000;
+  const std::int64_t this_hour = (now_s - now_s % kHourSeconds) * 1'000'000'000;
+  const std::int64_t oldest = this_hour - (CacheCounters::kHistoryHours - 1) * kHourSeconds * 1'000'000'000;
+  std::vector<Hour> hours = read_hours(j);
+  std::erase_if(hours, [&](const Hour& h) { return h.start_unix_ns < oldest || h.start_unix_ns > this_hour; });
+  if (hours.empty() || hours.back().start_unix_ns != this_hour) hours.push_back(Hour{.start_unix_ns = this_hour});
+  hours.back().*field->member += 1;
+  json rows = json::array();
+  for (const Hour& h : hours) {
+    json row = json::array({h.start_unix_ns / 1'000'000'000});
+    for (const HourField& f : kHourFields) row.push_back(h.*f.member);
+    rows.push_back(std::move(row));
+  }
+  j["hours"] = std::move(rows);
+}
+
 FileSystem& side_fs() {
   static const std::shared_ptr<FileSystem> fs = posix_file_system();
   return *fs;
@@ -40,7 +105,7 @@ FileSystem& side_fs() {
 
 std::string stats_path(const std::string& dir) { return dir + "/" + kStatsFile; }
 
-// Nine counters take a few hundred bytes; anything much larger is not a file we wrote: it is not
+// Nine counters and a week of hours (168 rows of six numbers) take under 8 KiB; anything much larger is not a file we wrote: it is not
 // read into memory (a sparse 1 TiB file, say), and the next update replaces it.
 constexpr std::uint64_t kMaxStatsBytes = 64 * 1024;
 
@@ -98,8 +163,10 @@ void bump_counter(const std::string& cache_directory, Counter counter) {
   if (!lock) return;
   const std::string path = stats_path(cache_directory);
   json j = read_json(fs, path);
-  if (!j.contains("since_unix_ns")) j["since_unix_ns"] = util::now_unix_ns();
+  const std::int64_t now = util::now_unix_ns();
+  if (!j.contains("since_unix_ns")) j["since_unix_ns"] = now;
   j[name_of(counter)] = counter_value(j, name_of(counter)) + 1;
+  count_hour(j, counter, now);
   (void)replace_json(fs, path, j);
 }
 
@@ -110,6 +177,7 @@ Result<CacheCounters> read_counters(const std::string& cache_directory) {
   if (auto it = j.find("since_unix_ns"); it != j.end() && it->is_number_integer())
     out.since_unix_ns = it->get<std::int64_t>();
   for (const Field& f : kFields) out.*f.member = counter_value(j, f.name);
+  out.history = read_hours(j);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Counters of lookup and publication outcomes, shared by every process that uses a cache
-// directory: <dir>/stats.json, a JSON object of counters.
+// directory: <dir>/stats.json, a JSON object of counters and, for the lookups and publications,
+// the counts of each of the last 7 days' hours (CacheCounters::history).
 //
 // Counting must never slow or fail a load: updates go through the POSIX file system (never an
 // injected one), give up after a few milliseconds of contention, skip fsync, and ignore errors. A

@@ -249,7 +249,7 @@ constexpr std::size_t kNearestCandidates = 16;
 
 }  // namespace
 
-std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(Store& store, const Key& key) {
+std::optional<NearestEntry> nearest_entry(Store& store, const Key& key) {
   const std::string& dir = store.config().directory;
   // The index chooses which manifests to read (store/entry_index.h); their keys decide.
   std::vector<std::string> ids = store::index_candidates(dir, key, kNearestCandidates);
@@ -265,25 +265,35 @@ std::optional<std::pair<std::string, std::vector<KeyDifference>>> nearest_entry(
       }
     }
   }
-  // Same component first: a miss for "dit" is best explained by the other "dit" entry.
-  auto score = [&](const std::vector<KeyDifference>& diffs, const Key& other) {
-    return diffs.size() + (other.component == key.component ? 0 : 100);
+  // Same component and checkpoint first: a miss for rank 3 of a model is best explained by
+  // rank 2 of it (or by rank 3 before its checkpoint changed), never by another model that
+  // happens to differ in fewer fields.
+  auto kinship = [&](const Key& other) {
+    if (other.component != key.component) return NearestEntry::Kinship::other_component;
+    return same_checkpoint(other, key) ? NearestEntry::Kinship::same_checkpoint : NearestEntry::Kinship::same_component;
   };
-  std::optional<std::pair<std::string, std::vector<KeyDifference>>> best;
-  std::size_t best_score = 0;
+  std::optional<NearestEntry> best;
   for (const std::string& id : ids) {
     // An unreadable entry has no key to compare with (one the index names may be gone); loads
     // and verify report damage.
     auto k = store::read_manifest_key(store.fs(), store.entry_path(id) + "/" + store::kManifestFile);
     if (!k) continue;
-    auto diffs = diff_keys(key, *k);
-    const std::size_t candidate_score = score(diffs, *k);
-    if (!best || candidate_score < best_score) {
-      best = std::make_pair(id, std::move(diffs));
-      best_score = candidate_score;
-    }
+    NearestEntry candidate{id, diff_keys(key, *k), kinship(*k)};
+    if (!best || std::pair(candidate.kinship, candidate.differences.size()) <
+                     std::pair(best->kinship, best->differences.size()))
+      best = std::move(candidate);
   }
   return best;
+}
+
+std::string describe_kinship(const NearestEntry& nearest, const Key& key) {
+  switch (nearest.kinship) {
+    case NearestEntry::Kinship::same_checkpoint: return "same component and checkpoint";
+    case NearestEntry::Kinship::same_component: return "same component; no entry of this checkpoint";
+    case NearestEntry::Kinship::other_component:
+      return fmt::format("another component; no entry of component '{}'", key.component);
+  }
+  return {};
 }
 
 }  // namespace snapcache

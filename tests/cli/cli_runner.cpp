@@ -154,4 +154,58 @@ CliRun run_cli_on_terminal(const std::vector<std::string>& args) {
   return run;
 }
 
+CliRun run_cli_with_terminal_stderr(const std::vector<std::string>& args) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("pty");
+  const char* name = ::ptsname(master);
+  if (name == nullptr) throw std::runtime_error("ptsname");
+  int slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);  // kept open: see run_cli_on_terminal
+  if (slave < 0) throw std::runtime_error("open pty slave");
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, slave, 2);
+  pid_t pid = spawn(SNAPCACHE_CLI, args, environment({}), &actions);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  CliRun run;
+  bool exited = false, out_open = true;
+  int status = 0;
+  for (;;) {
+    pollfd fds[2] = {{master, POLLIN, 0}, {out_open ? out_pipe[0] : -1, POLLIN, 0}};
+    int ready = ::poll(fds, 2, exited ? 0 : 50);
+    bool read_any = false;
+    if (ready > 0) {
+      char buf[8192];
+      if (fds[0].revents & POLLIN) {
+        ssize_t n = ::read(master, buf, sizeof buf);
+        if (n > 0) {
+          run.err.append(buf, static_cast<std::size_t>(n));
+          read_any = true;
+        }
+      }
+      if (out_open && fds[1].revents != 0) {
+        ssize_t n = ::read(out_pipe[0], buf, sizeof buf);
+        if (n > 0) {
+          run.out.append(buf, static_cast<std::size_t>(n));
+          read_any = true;
+        } else {
+          out_open = false;
+        }
+      }
+    }
+    if (read_any) continue;
+    if (exited && !out_open) break;  // and drained
+    if (exited && ready <= 0) break;
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+  }
+  ::close(out_pipe[0]);
+  ::close(slave);
+  ::close(master);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
 }  // namespace snapcache::test

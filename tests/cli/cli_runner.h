@@ -25,5 +25,8 @@ CliRun run_program(const std::string& program, const std::vector<std::string>& a
 
 // The same on a pseudo-terminal (stdout and stderr both), as an operator at a shell sees it.
 CliRun run_cli_on_terminal(const std::vector<std::string>& args);
+// stderr on a pseudo-terminal (in `err`), stdout into a pipe (in `out`): `snapcache export -o -
+// | ...` or `snapcache verify > report.txt` typed at a shell.
+CliRun run_cli_with_terminal_stderr(const std::vector<std::string>& args);
 
 }  // namespace snapcache::test

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <sstream>
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
@@ -123,14 +124,14 @@ TEST_CASE("cli why keeps the cause of a miss after the entry is published, and g
   CHECK(contains(text.out, "published after the miss"));
   // Before, only "(published since)": the difference that caused the miss was gone.
   CHECK(contains(text.out, "why, at the miss: no entry for this key; nearest entry " + published.substr(0, 12)));
-  CHECK(contains(text.out, "topology.tp_size"));
+  CHECK(contains(text.out, "TP size 1 -> 2"));
 
   auto list = run_cli(with_dir(cache, {"why", "--json"}));
   REQUIRE(list.exit_code == 0);
   auto l = list.json();
   REQUIRE(l["misses"].size() == 1);
   CHECK(l["misses"][0]["entry_exists"] == true);
-  CHECK(contains(l["misses"][0]["reason_at_miss"].get<std::string>(), "topology.tp_size"));
+  CHECK(contains(l["misses"][0]["reason_at_miss"].get<std::string>(), "TP size 1 -> 2"));
 
   // The reason file is the store's own: gc of strays keeps it, and a planted one is not trusted.
   auto gc = run_cli(with_dir(cache, {"gc", "--grace", "0"}));
@@ -145,5 +146,129 @@ TEST_CASE("cli why keeps the cause of a miss after the entry is published, and g
   REQUIRE(::link((elsewhere / "forged").c_str(), reason_file.c_str()) == 0);  // a second name: not ours
   auto forged = run_cli(with_dir(cache, {"why", missed}));
   INFO(forged.out);
+  CHECK_FALSE(contains(forged.out, "forged"));
+}
+
+TEST_CASE("cli why says what changed in words, comparing with the same component and checkpoint first",
+          "[cli][why]") {
+  Cache cache;
+  Key wanted = store_key(60);
+  wanted.checkpoint[0].mtime_ns += 180'000'000'000;  // the checkpoint modified three minutes later
+  // The same model and checkpoint before the change, under another torch and dtype: 3 fields.
+  Key before = store_key(60);
+  before.torch.version = "2.10.0";
+  before.dtype = "float16";
+  // The same model from another checkpoint: 2 fields (a file new, a file gone).
+  Key other_checkpoint = wanted;
+  other_checkpoint.checkpoint[0].path = "/checkpoints/other.safetensors";
+  // Another model on the very same files: 1 field.
+  Key other_model = wanted;
+  other_model.component = "LlamaForCausalLM";
+  for (const Key& k : {before, other_checkpoint, other_model})
+    REQUIRE(publish_raw(*cache.store, k, raw_model(60, 1)).result == PublishResult::published);
+  const std::string missed = key_id(wanted);
+  REQUIRE(cache.store->lookup(wanted).result == LookupResult::miss);
+
+  auto text = run_cli(with_dir(cache, {"why", missed}));
+  INFO(text.out << text.err);
+  REQUIRE(text.exit_code == 0);
+  const std::string nearest = key_id(before).substr(0, 12);
+  CHECK(contains(text.out, "the nearest, " + nearest + " (same component and checkpoint), differs in 3 fields"));
+  CHECK(contains(text.out, "  checkpoint model-60.safetensors modified 3m after the version the entry was made from\n"));
+  CHECK(contains(text.out, "  torch 2.10.0 -> " + wanted.torch.version + "\n"));
+  CHECK(contains(text.out, "  dtype float16 -> bfloat16\n"));
+  // The words at the miss, recorded: no raw nanoseconds, no "!=".
+  CHECK(contains(text.out, "why, at the miss: no entry for this key; nearest entry " + nearest +
+                               " (same component and checkpoint): checkpoint model-60.safetensors modified 3m"));
+  CHECK_FALSE(contains(text.out, "mtime_ns"));
+  CHECK_FALSE(contains(text.out, "!="));
+  CHECK_FALSE(contains(text.out, "LlamaForCausalLM"));
+
+  auto j = run_cli(with_dir(cache, {"why", missed, "--json"})).json();
+  CHECK(j["nearest"]["id"] == key_id(before));
+  CHECK(j["nearest"]["kinship"] == "same_checkpoint");
+  REQUIRE(j["nearest"]["differences"].size() == 3);
+  // The values stay for programs, with the words beside them.
+  CHECK(j["nearest"]["differences"][0]["field"] == "checkpoint[/checkpoints/model-60.safetensors].mtime_ns");
+  CHECK(j["nearest"]["differences"][0]["wanted"] == std::to_string(wanted.checkpoint[0].mtime_ns));
+  CHECK(contains(j["nearest"]["differences"][0]["words"].get<std::string>(), "modified 3m after"));
+
+  // A checkpoint no entry has: the same model's other checkpoint, and the miss says so.
+  Key fresh = store_key(60);
+  fresh.checkpoint[0].path = "/checkpoints/fresh.safetensors";
+  REQUIRE(cache.store->lookup(fresh).result == LookupResult::miss);
+  auto fresh_text = run_cli(with_dir(cache, {"why", key_id(fresh)}));
+  INFO(fresh_text.out);
+  CHECK(contains(fresh_text.out, "(same component; no entry of this checkpoint)"));
+  CHECK(contains(fresh_text.out, "checkpoint file fresh.safetensors is new"));
+  CHECK_FALSE(contains(fresh_text.out, "LlamaForCausalLM"));
+
+  // A model no entry has: only then another model, and the miss says so.
+  Key vae = wanted;
+  vae.component = "vae";
+  REQUIRE(cache.store->lookup(vae).result == LookupResult::miss);
+  auto vae_text = run_cli(with_dir(cache, {"why", key_id(vae)}));
+  INFO(vae_text.out);
+  CHECK(contains(vae_text.out, "(another component; no entry of component 'vae')"));
+  CHECK(contains(vae_text.out, "component LlamaForCausalLM -> vae"));
+}
+
+TEST_CASE("cli why tells a load that failed after its miss from a miss", "[cli][why]") {
+  Cache cache;
+  cache.publish(61);
+  Key failing = store_key(61);
+  failing.dtype = "float16";
+  Key missing = store_key(61);
+  missing.topology.tp_size = 2;
+  REQUIRE(cache.store->lookup(failing).result == LookupResult::miss);
+  REQUIRE(cache.store->lookup(missing).result == LookupResult::miss);
+  // What the snapshot tier does when the load goes on to fail (Tier::load_failed); the name in the
+  // error is someone else's and is printed escaped.
+  record_failed_load(*cache.store, failing, "exception: ordinary loader: RuntimeError: no \x1b[31mshard");
+
+  auto list = run_cli(with_dir(cache, {"why"}));
+  INFO(list.out << list.err);
+  REQUIRE(list.exit_code == 0);
+  std::string failed_line, missed_line;
+  std::istringstream lines(list.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with(key_id(failing).substr(0, 12))) failed_line = line;
+    if (line.starts_with(key_id(missing).substr(0, 12))) missed_line = line;
+  }
+  CHECK(contains(failed_line, "  failed  "));
+  CHECK(contains(failed_line, "failed: exception: ordinary loader: RuntimeError: no \\x1b[31mshard"));
+  CHECK_FALSE(contains(failed_line, "  miss  "));
+  CHECK(contains(missed_line, "  miss  "));
+  CHECK(contains(missed_line, "TP size 1 -> 2"));
+  CHECK_FALSE(contains(list.out, "\x1b"));
+
+  auto detail = run_cli(with_dir(cache, {"why", key_id(failing)}));
+  INFO(detail.out);
+  CHECK(contains(detail.out, "\nfailed: exception: ordinary loader: RuntimeError: no \\x1b[31mshard\n"));
+  auto j = run_cli(with_dir(cache, {"why", key_id(failing), "--json"})).json();
+  CHECK(j["outcome"] == "failed");
+  CHECK(j["failed"] == "exception: ordinary loader: RuntimeError: no \x1b[31mshard");
+  auto listed = run_cli(with_dir(cache, {"why", "--json"})).json();
+  std::map<std::string, std::string> outcomes;
+  for (const auto& m : listed["misses"]) outcomes[m["key_id"].get<std::string>()] = m["outcome"].get<std::string>();
+  CHECK(outcomes[key_id(failing)] == "failed");
+  CHECK(outcomes[key_id(missing)] == "miss");
+
+  // The failure is the store's own file: gc keeps it; a new miss of the key is a miss again.
+  REQUIRE(run_cli(with_dir(cache, {"gc", "--grace", "0"})).exit_code == 0);
+  CHECK(contains(run_cli(with_dir(cache, {"why", key_id(failing)})).out, "failed: "));
+  REQUIRE(cache.store->lookup(failing).result == LookupResult::miss);
+  auto again = run_cli(with_dir(cache, {"why", key_id(failing), "--json"})).json();
+  CHECK(again["outcome"] == "miss");
+  CHECK(again["failed"].is_null());
+
+  // A failure file with a second name is not the store's: not shown.
+  record_failed_load(*cache.store, failing, "real failure");
+  const std::string failed_file = cache.path() + "/misses/" + key_id(failing) + ".failed";
+  REQUIRE(::unlink(failed_file.c_str()) == 0);
+  TempDir elsewhere;
+  write_bytes(elsewhere / "forged", "forged failure");
+  REQUIRE(::link((elsewhere / "forged").c_str(), failed_file.c_str()) == 0);
+  auto forged = run_cli(with_dir(cache, {"why", key_id(failing)}));
   CHECK_FALSE(contains(forged.out, "forged"));
 }

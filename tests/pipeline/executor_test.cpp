@@ -301,6 +301,15 @@ TEST_CASE("exceptions from libtorch and from the plan's hooks come back as a Sta
     REQUIRE_FALSE(loaded.is_ok());
     CHECK(loaded.status().code() == StatusCode::exception);
     CHECK(loaded.status().message() == "ordinary loader: disk on fire");
+    // Its lookup missed, then the load failed: recorded as a failure, not a miss (snapcache why).
+    auto misses = recorded_misses(*store);
+    REQUIRE(misses.size() == 1);
+    CHECK(misses[0].failure.find("ordinary loader: disk on fire") != std::string::npos);
+    // A load of the same key that goes on is a miss again.
+    REQUIRE(load_model(store.get(), f.plan()).is_ok());
+    misses = recorded_misses(*store);
+    REQUIRE(misses.size() == 1);
+    CHECK(misses[0].failure.empty());
   }
   SECTION("a refresh hook") {
     LoadPlan plan = f.plan();

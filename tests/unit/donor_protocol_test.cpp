@@ -121,10 +121,15 @@ TEST_CASE("donor keys round-trip and their differences are named", "[donor]") {
   other.weight_processing = "int8-row-scale@0.1.0";
   other.gpu_uuid = "GPU-1111";
   other.disk.dtype = "float16";
-  const std::string diffs = describe_differences(diff_donor_keys(key, other), 8);
-  CHECK(diffs.find("weight_processing") != std::string::npos);
-  CHECK(diffs.find("gpu_uuid") != std::string::npos);
-  CHECK(diffs.find("dtype") != std::string::npos);
+  const auto differences = diff_donor_keys(key, other);
+  std::string fields;
+  for (const auto& d : differences) fields += d.field + " ";
+  CHECK(fields == "dtype weight_processing gpu_uuid ");
+  // In words, each by its field's rule: the donor's value, then the one asked for.
+  const std::string diffs = describe_differences(differences, 8);
+  CHECK(diffs.find("weight processing int8-row-scale@0.1.0 -> ") != std::string::npos);
+  CHECK(diffs.find("GPU GPU-1111 -> ") != std::string::npos);
+  CHECK(diffs.find("dtype float16 -> ") != std::string::npos);
   CHECK(donor_key_id(other) != donor_key_id(key));
 
   // A checkpoint keyed by content travels as its identity: the donor compares what it serves with

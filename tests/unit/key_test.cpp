@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <functional>
 #include <set>
 
 #include "snapcache/key.h"
 #include "snapcache/store.h"
+#include "snapcache/text.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
@@ -26,7 +28,7 @@ TEST_CASE("the key encoding round-trips and the id is 32 hex digits", "[key]") {
 TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
   const Key base = test::store_key(1);
   std::vector<std::pair<std::string, std::function<void(Key&)>>> changes = {
-      {"checkpoint[0].path", [](Key& k) { k.checkpoint[0].path += "x"; }},
+      {"model-1.safetensorsx]", [](Key& k) { k.checkpoint[0].path += "x"; }},
       {"size", [](Key& k) { k.checkpoint[0].size++; }},
       {"mtime_ns", [](Key& k) { k.checkpoint[0].mtime_ns++; }},
       {"ctime_ns", [](Key& k) { k.checkpoint[0].ctime_ns++; }},
@@ -56,13 +58,64 @@ TEST_CASE("every key field changes the id and is named by the diff", "[key]") {
     CHECK(ids.insert(key_id(k)).second);
     auto diffs = diff_keys(k, base);
     REQUIRE(diffs.size() >= 1);
-    CHECK(describe_differences(diffs).find(field) != std::string::npos);
+    CHECK(std::any_of(diffs.begin(), diffs.end(), [&](const KeyDifference& d) { return d.field.find(field) != std::string::npos; }));
+    // Every field has words a person reads, by its rule in the field table.
+    for (const auto& d : diffs) CHECK_FALSE(d.words.empty());
   }
   CHECK(diff_keys(base, base).empty());
   Key other = base;
   other.torch.version = "2.10.0";
-  CHECK(describe_differences(diff_keys(base, other)) ==
-        "torch.version " + base.torch.version + " != 2.10.0");
+  CHECK(describe_differences(diff_keys(base, other)) == "torch 2.10.0 -> " + base.torch.version);
+}
+
+TEST_CASE("a key difference is said in words a person reads, not raw values", "[key]") {
+  Key entry = test::store_key(1);
+  entry.checkpoint.push_back(entry.checkpoint[0]);
+  entry.checkpoint[0].path = "/ckpt/model-00001.safetensors";
+  entry.checkpoint[1].path = "/ckpt/model-00002.safetensors";
+  entry.checkpoint[1].inode++;
+  auto words = [&](const Key& wanted) { return describe_differences(diff_keys(wanted, entry), 16); };
+
+  Key modified = entry;
+  modified.checkpoint[1].mtime_ns += 180'000'000'000;  // three minutes later
+  modified.checkpoint[1].size += 1 << 20;
+  CHECK(words(modified) == "checkpoint model-00002.safetensors size " + format_size(entry.checkpoint[1].size) + " -> " +
+                               format_size(modified.checkpoint[1].size) +
+                               ", checkpoint model-00002.safetensors modified 3m after the version the entry was made from");
+  Key sources = entry;
+  sources.source_identity = "another digest";
+  sources.torch.version = "2.14.0";
+  CHECK(words(sources) == "loader source changed, torch " + entry.torch.version + " -> 2.14.0");
+
+  // A shard added and one dropped are named as such, not every file after them as changed.
+  Key reshaped = entry;
+  reshaped.checkpoint.erase(reshaped.checkpoint.begin());
+  reshaped.checkpoint.push_back(entry.checkpoint[1]);
+  reshaped.checkpoint.back().path = "/ckpt/model-00003.safetensors";
+  CHECK(words(reshaped) == "checkpoint file model-00003.safetensors is new, checkpoint file model-00001.safetensors is "
+                           "no longer part of the checkpoint");
+  // The same name in another directory: each called by its path.
+  Key moved = entry;
+  moved.checkpoint[0].path = "/elsewhere/model-00001.safetensors";
+  CHECK(words(moved) == "checkpoint file /elsewhere/model-00001.safetensors is new, checkpoint file "
+                        "/ckpt/model-00001.safetensors is no longer part of the checkpoint");
+  Key reordered = entry;
+  std::swap(reordered.checkpoint[0], reordered.checkpoint[1]);
+  CHECK(words(reordered) == "checkpoint files listed in another order");
+
+  Key ranked = entry;
+  ranked.topology.tp_rank = 1;
+  ranked.topology.tp_size = 2;
+  ranked.options["adapter"] = "lora";
+  CHECK(words(ranked) == "TP rank 0 -> 1, TP size 1 -> 2, option adapter (absent) -> lora");
+  // The values stay in the fields, for --json and tools.
+  auto diffs = diff_keys(ranked, entry);
+  REQUIRE(diffs.size() == 3);
+  CHECK(diffs[0].field == "topology.tp_rank");
+  CHECK(diffs[0].wanted == "1");
+  CHECK(diffs[0].found == "0");
+  CHECK(same_checkpoint(modified, entry));
+  CHECK_FALSE(same_checkpoint(reshaped, entry));
 }
 
 TEST_CASE("keys without content digests keep the ids they had before content keys dropped paths", "[key]") {
@@ -97,13 +150,20 @@ TEST_CASE("a file keyed by content is identified by its size and digest alone", 
   Key other = copy;
   other.checkpoint[0].content_digest = std::string(32, 'b');
   CHECK(key_id(other) != key_id(here));
-  CHECK(describe_differences(diff_keys(other, here)) ==
-        "checkpoint[0].content_digest " + std::string(32, 'b') + " != " + std::string(32, 'a'));
+  auto digest = diff_keys(other, here);
+  REQUIRE(digest.size() == 1);
+  CHECK(digest[0].field == "checkpoint[0].content_digest");
+  CHECK(digest[0].wanted == std::string(32, 'b'));
+  CHECK(digest[0].found == std::string(32, 'a'));
+  CHECK(describe_differences(digest) == "checkpoint file 0 content changed");
   other.checkpoint[0].size++;
-  CHECK(describe_differences(diff_keys(other, here)).starts_with("checkpoint[0].size 1002 != 1001, "));
+  CHECK(describe_differences(diff_keys(other, here)).starts_with("checkpoint file 0 size 1001 B -> 1002 B, "));
   // Keyed by content on one side only: named as such, not as a path difference.
-  CHECK(describe_differences(diff_keys(test::store_key(1), here)) ==
-        "checkpoint[0].keyed_by path and stat (/checkpoints/model-1.safetensors) != content (size, digest)");
+  auto keyed = diff_keys(test::store_key(1), here);
+  REQUIRE(keyed.size() == 1);
+  CHECK(keyed[0].field == "checkpoint[0].keyed_by");
+  CHECK(keyed[0].wanted == "path and stat (/checkpoints/model-1.safetensors)");
+  CHECK(describe_differences(keyed) == "checkpoint file 0 keyed by content -> by path and stat");
 }
 
 TEST_CASE("a key of an older snapcache, content-keyed with its path, is foreign", "[key]") {

@@ -233,7 +233,7 @@ TEST_CASE("a miss names the key fields that differ from the nearest entry", "[st
   other.torch.version = "2.10.0";
   auto loaded = store->lookup(other);
   CHECK(loaded.result == LookupResult::miss);
-  CHECK(loaded.reason.find("torch.version 2.10.0 != " + test::store_key(1).torch.version) != std::string::npos);
+  CHECK(loaded.reason.find("torch " + test::store_key(1).torch.version + " -> 2.10.0") != std::string::npos);
   CHECK(loaded.reason.find(key_id(test::store_key(1)).substr(0, 12)) != std::string::npos);
 }
 
@@ -257,8 +257,9 @@ TEST_CASE("the nearest entry is one of the same component, even when another dif
     auto nearest = nearest_entry(*s, wanted);
     REQUIRE(nearest);
     INFO("vae first: " << vae_first);
-    CHECK(nearest->first == key_id(same_component));
-    CHECK(nearest->second.size() == 2);
+    CHECK(nearest->id == key_id(same_component));
+    CHECK(nearest->differences.size() == 2);
+    CHECK(nearest->kinship == NearestEntry::Kinship::same_checkpoint);
     auto missed = s->lookup(wanted);
     CHECK(missed.result == LookupResult::miss);
     CHECK(missed.reason.find(key_id(same_component).substr(0, 12)) != std::string::npos);

@@ -183,8 +183,18 @@ json entry_summary_json(const EntryInfo& e) {
 
 json differences_json(const std::vector<KeyDifference>& diffs) {
   json out = json::array();
-  for (const auto& d : diffs) out.push_back({{"field", d.field}, {"wanted", d.wanted}, {"found", d.found}});
+  for (const auto& d : diffs)
+    out.push_back({{"field", d.field}, {"wanted", d.wanted}, {"found", d.found}, {"words", d.words}});
   return out;
+}
+
+json nearest_json(const std::optional<NearestEntry>& nearest, const Key& key) {
+  if (!nearest) return nullptr;
+  static constexpr const char* kKinship[] = {"same_checkpoint", "same_component", "other_component"};
+  return {{"id", nearest->id},
+          {"kinship", kKinship[static_cast<int>(nearest->kinship)]},
+          {"kinship_words", describe_kinship(*nearest, key)},
+          {"differences", differences_json(nearest->differences)}};
 }
 
 }  // namespace snapcache::cli

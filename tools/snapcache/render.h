@@ -1,6 +1,7 @@
 // How keys, entries and their parts read, as text and as the stable JSON of --json.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,5 +30,7 @@ json holders_json(const std::vector<int>& pids);
 // The fields `ls --json` gives for each entry (inspect adds more).
 json entry_summary_json(const EntryInfo& entry);
 json differences_json(const std::vector<KeyDifference>& diffs);
+// {"id", "kinship", "kinship_words", "differences"}, or null without a nearest entry.
+json nearest_json(const std::optional<NearestEntry>& nearest, const Key& key);
 
 }  // namespace snapcache::cli

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "commands/commands.h"
+#include "progress.h"
 #include "render.h"
 #include "snapcache/archive.h"
 
@@ -70,19 +72,38 @@ int run(Context& ctx, const Options& o) {
   // With the archive on stdout, what we say goes to stderr.
   std::FILE* out = to_stdout ? stderr : stdout;
   json entries = json::array();
+  // The archive's bytes as they are written, and which entry of how many: a compressed total is
+  // not known beforehand.
+  ProgressBar bar(0, ProgressBar::wanted(ctx.options.json));
+  std::size_t done = 0;
+  auto entry_label = [&] { return fmt::format("written, entry {} of {}", std::min(done + 1, ids.size()), ids.size()); };
+  bar.set_label(entry_label());
+  bar.tick_in_background();
   auto on_entry = [&](const ExportedEntry& e) {
+    ++done;
     if (ctx.options.json) {
       entries.push_back({{"id", e.id}, {"component", e.component}, {"status", e.status ? "exported" : "skipped"},
                          {"reason", e.status ? "" : e.status.message()}, {"bytes", e.bytes}});
       return;
     }
-    if (e.status) say_to(out, "exported {}  {}  {}\n", e.id.substr(0, 12), e.component, size(e.bytes));
-    else say_to(out, "skipped  {}  {}\n", e.id.substr(0, 12), e.status.message());
+    bar.above([&] {
+      if (e.status) say_to(out, "exported {}  {}  {}\n", e.id.substr(0, 12), e.component, size(e.bytes));
+      else say_to(out, "skipped  {}  {}\n", e.id.substr(0, 12), e.status.message());
+      std::fflush(out);
+    });
+    bar.set_label(entry_label());
+  };
+  ArchiveSink sink = fd_sink(to_stdout ? STDOUT_FILENO : file->fd());
+  ArchiveSink counted = [&](const void* data, std::size_t n) {
+    Status st = sink(data, n);
+    bar.add(n);
+    return st;
   };
   ExportOptions options;
   options.level = o.level;
   options.threads = o.threads;
-  auto summary = export_entries(store, ids, fd_sink(to_stdout ? STDOUT_FILENO : file->fd()), options, on_entry);
+  auto summary = export_entries(store, ids, bar.enabled() ? counted : sink, options, on_entry);
+  bar.finish();
   if (!summary) throw CliError(is_entry_damage(summary.status().code()) ? kDamaged : kFailure, summary.status().message());
   if (file) file->commit();
   const double ratio = summary->archive_bytes ? static_cast<double>(summary->data_bytes) / static_cast<double>(summary->archive_bytes) : 0;

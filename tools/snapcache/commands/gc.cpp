@@ -6,6 +6,7 @@
 #include "snapcache/text.h"
 
 #include "commands/commands.h"
+#include "progress.h"
 #include "render.h"
 
 namespace snapcache::cli {
@@ -22,7 +23,12 @@ int run(Context& ctx, const Options& o) {
   GarbageOptions options;
   options.dry_run = o.dry_run ? DryRun::yes : DryRun::no;
   options.grace_seconds = grace;
+  // The sweep reports nothing until it is done: the line says it is running, and for how long.
+  ProgressBar bar(0, ProgressBar::wanted(ctx.options.json));
+  bar.set_label(o.dry_run ? "looking for garbage" : "collecting garbage");
+  bar.tick_in_background();
   auto collected = collect_garbage(store, options);
+  bar.finish();
   if (!collected) throw CliError(kFailure, "cannot collect garbage: " + collected.status().to_string());
   const std::vector<GarbageItem>& items = *collected;
   std::uint64_t freed = 0;

@@ -2,6 +2,7 @@
 // proven while read and each entry published atomically; says when this machine would never hit
 // an entry (another torch, a checkpoint keyed by file identity).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "commands/commands.h"
+#include "progress.h"
 #include "render.h"
 #include "snapcache/archive.h"
 #include "snapcache/snapshot.h"
@@ -39,6 +41,19 @@ int run(Context& ctx, const Options& o) {
     fd = ::open(o.input.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw CliError(errno == ENOENT ? kNotFound : kFailure, fmt::format("cannot open {}: {}", o.input, std::strerror(errno)));
   }
+  // A file's size is the total; stdin's is not known.
+  struct stat st {};
+  const std::uint64_t total = fd != STDIN_FILENO && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                                  ? static_cast<std::uint64_t>(st.st_size) : 0;
+  ProgressBar bar(total, ProgressBar::wanted(ctx.options.json));
+  bar.set_label("of the archive read");
+  bar.tick_in_background();
+  ArchiveSource source = fd_source(fd);
+  ArchiveSource counted = [&](void* data, std::size_t n) -> Result<std::size_t> {
+    auto got = source(data, n);
+    if (got) bar.add(*got);
+    return got;
+  };
   const TorchIdentity here = current_torch_identity();
   json entries = json::array();
   ImportOptions options;
@@ -60,15 +75,17 @@ int run(Context& ctx, const Options& o) {
                          {"bytes", e.bytes}, {"evicted", evicted}, {"never_hits_here", m.never}, {"notes", m.notes}});
       return;
     }
-    say("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
-        e.reason.empty() ? "" : "  " + e.reason);
-    // What was evicted to make room for it, whether or not it then fitted (a skip may follow evictions).
-    if (!e.evicted.empty()) say("         {}\n", describe_evictions(e.evicted));
-    if (e.result == ImportResult::imported || e.result == ImportResult::already_present)
-      for (const auto& why : m.never) say("         warning: a load here would never hit it: {}\n", why);
-    std::fflush(stdout);
+    bar.above([&] {
+      say("{:<9}{}  {}  {}{}\n", label(e.result), e.id.substr(0, 12), component, size(e.bytes),
+          e.reason.empty() ? "" : "  " + e.reason);
+      // What was evicted to make room for it, whether or not it then fitted (a skip may follow evictions).
+      if (!e.evicted.empty()) say("         {}\n", describe_evictions(e.evicted));
+      if (e.result == ImportResult::imported || e.result == ImportResult::already_present)
+        for (const auto& why : m.never) say("         warning: a load here would never hit it: {}\n", why);
+    });
   };
-  ImportSummary summary = import_archive(store, fd_source(fd), options);
+  ImportSummary summary = import_archive(store, bar.enabled() ? counted : source, options);
+  bar.finish();
   if (fd != STDIN_FILENO) ::close(fd);
   std::size_t imported = 0, present = 0, skipped = 0, refused = 0, failed = 0;
   for (const auto& e : summary.entries) {

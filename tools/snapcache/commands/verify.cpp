@@ -44,7 +44,7 @@ int run(Context& ctx, const Options& o) {
   // component's width is known before the first.
   Table lines;
   for (const auto& e : targets) lines.reserve({"DAMAGED", e.id.substr(0, 12), e.manifest ? e.manifest->key.component : "-"});
-  ProgressBar bar(total, text && !o.no_progress && ProgressBar::wanted());
+  ProgressBar bar(total, !o.no_progress && ProgressBar::wanted(!text));
   const auto started = std::chrono::steady_clock::now();
   json results = json::array();
   std::size_t damaged = 0, errors = 0, repaired = 0;

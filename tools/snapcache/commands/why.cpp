@@ -18,6 +18,7 @@ struct Wanted {
   std::string path;
   std::int64_t missed_unix_ns = 0;
   std::string reason_at_miss;  // the lookup's words when it missed (recorded misses only)
+  std::string failure;         // the load's error, when the load that missed then failed
 };
 
 Wanted find_key(Store& store, const std::string& target) {
@@ -26,7 +27,7 @@ Wanted find_key(Store& store, const std::string& target) {
   if (auto st = fs.stat(target); st && !st->is_directory) {
     auto key = read_key_file(fs, target);
     if (!key) throw CliError(kUsage, key.status().message());
-    return {std::move(*key), "file", target, 0, ""};
+    return {std::move(*key), "file", target, 0, "", ""};
   }
   if (!is_hex(target))
     throw CliError(kNotFound, fmt::format("'{}' is neither a key file nor the id of a recorded miss or entry", target));
@@ -42,7 +43,7 @@ Wanted find_key(Store& store, const std::string& target) {
   if (misses.size() == 1) {
     auto key = read_key_file(fs, misses[0].path);
     if (!key) throw CliError(kFailure, key.status().message());
-    return {std::move(*key), "recorded_miss", misses[0].path, misses[0].unix_ns, misses[0].reason};
+    return {std::move(*key), "recorded_miss", misses[0].path, misses[0].unix_ns, misses[0].reason, misses[0].failure};
   }
   std::string id;
   try {
@@ -54,8 +55,13 @@ Wanted find_key(Store& store, const std::string& target) {
   }
   auto info = entry_info(store, id);
   if (!info || !info->manifest) throw CliError(kFailure, fmt::format("entry {} has no readable key", id));
-  return {info->manifest->key, "entry", info->path, 0, ""};
+  return {info->manifest->key, "entry", info->path, 0, "", ""};
 }
+
+// A recorded load either missed (and went on: loaded from the checkpoint, maybe published) or
+// failed after the miss; a failure is never shown as a miss.
+std::string outcome_of(const std::string& failure) { return failure.empty() ? "miss" : "failed"; }
+json optional_text(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
 int explain(Context& ctx, const std::string& target) {
   Store& store = ctx.store();
@@ -64,21 +70,23 @@ int explain(Context& ctx, const std::string& target) {
   const bool exists = store.fs().stat(store.entry_path(id)).is_ok();
   auto best = exists ? std::nullopt : nearest_entry(store, w.key);
   if (ctx.options.json) {
-    json n = nullptr;
-    if (best) n = {{"id", best->first}, {"differences", differences_json(best->second)}};
     print_json({{"key_id", id},
                 {"source", w.source},
                 {"path", w.path},
                 {"missed_unix_ns", w.missed_unix_ns ? json(w.missed_unix_ns) : json(nullptr)},
-                {"reason_at_miss", w.reason_at_miss.empty() ? json(nullptr) : json(w.reason_at_miss)},
+                {"outcome", w.source == "recorded_miss" ? json(outcome_of(w.failure)) : json(nullptr)},
+                {"failed", optional_text(w.failure)},
+                {"reason_at_miss", optional_text(w.reason_at_miss)},
                 {"key", key_json(w.key)},
                 {"entry_exists", exists},
-                {"nearest", n}});
+                {"nearest", nearest_json(best, w.key)}});
     return kOk;
   }
   say("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
       checkpoint_text(w.key), topology_text(w.key.topology));
   if (w.missed_unix_ns) say("missed {} ({})\n", when(w.missed_unix_ns), ago(w.missed_unix_ns));
+  // A load that failed after its miss: the failure is what happened, the miss only its start.
+  if (!w.failure.empty()) say("failed: {}\n", w.failure);
   // What caused it, as the lookup said then: still the cause after the entry has been published.
   if (!w.reason_at_miss.empty()) say("why, at the miss: {}\n", w.reason_at_miss);
   if (exists) {
@@ -90,12 +98,11 @@ int explain(Context& ctx, const std::string& target) {
     say("no entry to compare with: the cache is empty\n");
     return kOk;
   }
-  say("no entry has this key; the nearest, {}, differs in {} {}:\n", best->first.substr(0, 12),
-      best->second.size(), best->second.size() == 1 ? "field" : "fields");
-  Table t({"FIELD", "WANTED", "FOUND"}, "  ");
-  for (const auto& d : best->second)
-    t.add({d.field, d.wanted.empty() ? "''" : d.wanted, d.found.empty() ? "''" : d.found});
-  t.print();
+  say("no entry has this key; the nearest, {} ({}), differs in {} {}:\n", best->id.substr(0, 12),
+      describe_kinship(*best, w.key), best->differences.size(), best->differences.size() == 1 ? "field" : "fields");
+  for (const auto& d : best->differences)
+    say("  {}\n", !d.words.empty() ? d.words : fmt::format("{} {} != {}", d.field, d.wanted, d.found));
+  say("(`--json` gives each field's values)\n");
   return kOk;
 }
 
@@ -103,27 +110,30 @@ int list_misses(Context& ctx) {
   Store& store = ctx.store();
   auto misses = recorded_misses(store);
   json out = json::array();
-  Table t({"KEY", "MISSED", "COMPONENT", "CHECKPOINT", "WHY"});
+  Table t({"KEY", "WHEN", "OUTCOME", "COMPONENT", "CHECKPOINT", "WHY"});
   for (const auto& m : misses) {
     auto key = read_key_file(store.fs(), m.path);
     if (!key) continue;
     const bool exists = store.fs().stat(store.entry_path(m.id)).is_ok();
     auto best = exists ? std::nullopt : nearest_entry(store, *key);
-    // The cause as recorded at the miss; for an old record without it, the nearest entry now.
-    std::string diff = !m.reason.empty() ? m.reason
-                       : exists          ? "(published since)"
-                       : best            ? describe_differences(best->second, 2)
-                                         : "(no entries)";
-    if (exists && !m.reason.empty()) diff += " (published since)";
-    t.add({m.id.substr(0, 12), ago(m.unix_ns), key->component.empty() ? "''" : key->component, checkpoint_text(*key),
-           diff});
+    // A failure's own error; a miss's cause as recorded at the miss; for an old record without
+    // it, the nearest entry now.
+    std::string why = !m.failure.empty() ? "failed: " + m.failure
+                      : !m.reason.empty() ? m.reason
+                      : exists            ? "(published since)"
+                      : best              ? describe_differences(best->differences, 2)
+                                          : "(no entries)";
+    if (exists && (!m.reason.empty() || !m.failure.empty())) why += " (published since)";
+    t.add({m.id.substr(0, 12), ago(m.unix_ns), outcome_of(m.failure), key->component.empty() ? "''" : key->component,
+           checkpoint_text(*key), why});
     out.push_back({{"key_id", m.id},
                    {"missed_unix_ns", m.unix_ns},
+                   {"outcome", outcome_of(m.failure)},
+                   {"failed", optional_text(m.failure)},
                    {"component", key->component},
                    {"entry_exists", exists},
-                   {"reason_at_miss", m.reason.empty() ? json(nullptr) : json(m.reason)},
-                   {"nearest", best ? json({{"id", best->first}, {"differences", differences_json(best->second)}})
-                                    : json(nullptr)}});
+                   {"reason_at_miss", optional_text(m.reason)},
+                   {"nearest", nearest_json(best, *key)}});
   }
   if (ctx.options.json) {
     print_json({{"misses", out}});
@@ -134,14 +144,14 @@ int list_misses(Context& ctx) {
     return kOk;
   }
   t.print();
-  say("`snapcache why KEY` shows every differing field\n");
+  say("`snapcache why KEY` shows what changed, field by field\n");
   return kOk;
 }
 
 }  // namespace
 
 Command add_why(CLI::App& app, GlobalOptions& options) {
-  auto* cmd = app.add_subcommand("why", "Explain a miss: the key fields that differ from the nearest entry");
+  auto* cmd = app.add_subcommand("why", "Explain a miss: what changed since the nearest entry; tell failed loads from misses");
   auto o = std::make_shared<Options>();
   cmd->add_option("key", o->target,
                   "A recorded miss's key id (or prefix), a key file, or an entry id; without it, list recorded misses");
