@@ -143,3 +143,20 @@ if(NOT TARGET snapcache_dep::torch)
   separate_arguments(_torch_flags NATIVE_COMMAND "${TORCH_CXX_FLAGS}")
   target_compile_options(snapcache_dep::torch INTERFACE ${_torch_flags})
 endif()
+# The linker resolves libtorch's own dependencies where it finds them at run time (its RPATH: the
+# nvidia wheels beside torch), not in the CUDA toolkit's directory, which comes first on the link
+# line and holds older copies: torch 2.14's libtorch_cuda.so needs NCCL symbols that
+# /usr/local/cuda's libnccl.so.2 lacks (undefined references when linking an executable). Linked
+# by snapcache_dep::torch and by the shared library (for the programs that link it); the installed
+# package's snapcacheConfig.cmake does the same for its consumers.
+if(NOT TARGET snapcache_dep::torch_link)
+  add_library(snapcache_dep::torch_link INTERFACE IMPORTED GLOBAL)
+  file(GLOB _torch_wheel_lib_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+  foreach(_dir IN ITEMS "${TORCH_INSTALL_PREFIX}/lib" ${_torch_wheel_lib_dirs})
+    if(IS_DIRECTORY "${_dir}")
+      get_filename_component(_dir "${_dir}" REALPATH)
+      target_link_options(snapcache_dep::torch_link INTERFACE "LINKER:-rpath-link,${_dir}")
+    endif()
+  endforeach()
+  target_link_libraries(snapcache_dep::torch INTERFACE snapcache_dep::torch_link)
+endif()
