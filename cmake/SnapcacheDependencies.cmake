@@ -129,10 +129,35 @@ if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
 endif()
 set(SNAPCACHE_TORCH_CUDA_ARCH_LIST "$ENV{TORCH_CUDA_ARCH_LIST}")
 find_package(Torch REQUIRED)
-if(NOT Torch_VERSION VERSION_EQUAL SNAPCACHE_TORCH_VERSION AND NOT SNAPCACHE_ALLOW_ANY_TORCH)
+# The torch this build is for: the installed package's snapcacheConfig.cmake and the Python
+# package's metadata (python/build_support) record it, and each refuses any other at use.
+set(SNAPCACHE_TORCH_BUILT_VERSION "${Torch_VERSION}")
+# The C++ build takes the pinned torch (cmake/torch-version: what CI tests). A Python build (pip,
+# SKBUILD) takes the target environment's, from the minor series cmake/torch-supported names
+# (first to last, inclusive): the wheel then requires exactly that torch.
+file(STRINGS "${PROJECT_SOURCE_DIR}/cmake/torch-supported" _torch_supported REGEX "^[0-9]" LIMIT_COUNT 1)
+string(REPLACE " " ";" _torch_supported "${_torch_supported}")
+list(GET _torch_supported 0 SNAPCACHE_TORCH_SUPPORTED_FIRST)
+list(GET _torch_supported 1 SNAPCACHE_TORCH_SUPPORTED_LAST)
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${Torch_VERSION}")
+# SNAPCACHE_ALLOW_ANY_TORCH: the option, or the environment variable (what a pip build sets, since
+# the wheel's metadata provider reads it too).
+if(SNAPCACHE_ALLOW_ANY_TORCH OR "$ENV{SNAPCACHE_ALLOW_ANY_TORCH}")
+  if(NOT Torch_VERSION VERSION_EQUAL SNAPCACHE_TORCH_VERSION)
+    message(STATUS "snapcache: torch ${Torch_VERSION}, not the pinned ${SNAPCACHE_TORCH_VERSION} (SNAPCACHE_ALLOW_ANY_TORCH)")
+  endif()
+elseif(SKBUILD)
+  if(_torch_minor VERSION_LESS SNAPCACHE_TORCH_SUPPORTED_FIRST OR _torch_minor VERSION_GREATER SNAPCACHE_TORCH_SUPPORTED_LAST)
+    message(FATAL_ERROR "snapcache: the environment's torch is ${Torch_VERSION}; the Python package builds against "
+                        "torch ${SNAPCACHE_TORCH_SUPPORTED_FIRST} to ${SNAPCACHE_TORCH_SUPPORTED_LAST} "
+                        "(cmake/torch-supported); install one of those into the environment first, or set "
+                        "SNAPCACHE_ALLOW_ANY_TORCH=1 in pip's environment to try another")
+  endif()
+elseif(NOT Torch_VERSION VERSION_EQUAL SNAPCACHE_TORCH_VERSION)
   message(FATAL_ERROR "snapcache: found torch ${Torch_VERSION}, pinned ${SNAPCACHE_TORCH_VERSION} "
                       "(cmake/torch-version); set -DSNAPCACHE_ALLOW_ANY_TORCH=ON to override")
 endif()
+message(STATUS "snapcache: building against torch ${Torch_VERSION} (${Torch_DIR})")
 # The NCCL header torch's ProcessGroupNCCL was built against: the nvidia-nccl wheel's, beside torch.
 # Without it the library's own NCCL group is left out (rank_group_from_environment says so).
 find_path(SNAPCACHE_NCCL_INCLUDE_DIR nccl.h HINTS "${Torch_DIR}/../../../../nvidia/nccl/include" NO_DEFAULT_PATH)
@@ -142,4 +167,21 @@ if(NOT TARGET snapcache_dep::torch)
   # TORCH_CXX_FLAGS carries the C++ ABI define; keep it on everything that sees torch headers.
   separate_arguments(_torch_flags NATIVE_COMMAND "${TORCH_CXX_FLAGS}")
   target_compile_options(snapcache_dep::torch INTERFACE ${_torch_flags})
+endif()
+# The linker resolves libtorch's own dependencies where it finds them at run time (its RPATH: the
+# nvidia wheels beside torch), not in the CUDA toolkit's directory, which comes first on the link
+# line and holds older copies: torch 2.14's libtorch_cuda.so needs NCCL symbols that
+# /usr/local/cuda's libnccl.so.2 lacks (undefined references when linking an executable). Linked
+# by snapcache_dep::torch and by the shared library (for the programs that link it); the installed
+# package's snapcacheConfig.cmake does the same for its consumers.
+if(NOT TARGET snapcache_dep::torch_link)
+  add_library(snapcache_dep::torch_link INTERFACE IMPORTED GLOBAL)
+  file(GLOB _torch_wheel_lib_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+  foreach(_dir IN ITEMS "${TORCH_INSTALL_PREFIX}/lib" ${_torch_wheel_lib_dirs})
+    if(IS_DIRECTORY "${_dir}")
+      get_filename_component(_dir "${_dir}" REALPATH)
+      target_link_options(snapcache_dep::torch_link INTERFACE "LINKER:-rpath-link,${_dir}")
+    endif()
+  endforeach()
+  target_link_libraries(snapcache_dep::torch INTERFACE snapcache_dep::torch_link)
 endif()

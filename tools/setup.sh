@@ -6,10 +6,15 @@
 #     ${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}/venv-torch-<version>, outside the source
 #     tree so that fresh clones reuse it. CMake finds it there by itself.
 # The CUDA toolkit is expected to be installed already (nvcc and its libraries).
+#   bash tools/setup.sh                    # the pinned torch
+#   bash tools/setup.sh --torch 2.14.1     # another torch, in venv-torch-2.14.1 (tools/check-torch.sh)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 torch_version=$(head -n1 "$root/cmake/torch-version")
+if [[ "${1:-}" == --torch ]]; then
+  torch_version=${2:?"usage: setup.sh [--torch VERSION]"}
+fi
 deps_dir=${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}
 venv="$deps_dir/venv-torch-$torch_version"
 

@@ -29,15 +29,38 @@ from typing import TYPE_CHECKING
 
 import torch  # noqa: F401  (loads libtorch and its Python types before the extension module)
 
-from . import _core
+
+def _check_torch() -> None:
+    # The extension module links the libtorch it was built against, whose C++ ABI changes with every
+    # release: with another torch it would fail to load (an undefined symbol) or misbehave. Say so
+    # plainly instead, before loading it. The build writes the version (python/CMakeLists.txt); the
+    # wheel requires that torch too (pyproject.toml), and the module checks again as it loads.
+    built_file = _os.path.join(_os.path.dirname(__file__), "_torch_version.txt")
+    try:
+        with open(built_file) as f:
+            built = f.read().strip()
+    except OSError:
+        return  # not a built package; the module's own check applies
+    running = str(torch.__version__).split("+")[0]
+    if running != built:
+        raise ImportError(
+            f"snapcache was built against torch {built} and needs exactly that torch, but this environment "
+            f"has torch {torch.__version__} ({_os.path.dirname(torch.__file__)}). Install torch=={built}, or "
+            f"rebuild snapcache against this torch: pip install --force-reinstall --no-deps <snapcache source> "
+            f"(torch 2.11 to 2.14; docs/python.md)")
+
+
+_check_torch()
+
+from . import _core  # noqa: E402
 from ._core import __version__
 
 # The extension module's names (python/snapcache/_core.pyi), by name rather than `import *`, so that
 # type checkers see load_model and reload_model as the functions below (whose `store` defaults to
 # the environment's), not as the extension's load_model(store, plan). python/tests/test_typing.py
 # checks that every public name of _core is here.
-from ._core import (
-    TORCH_PINNED,
+from ._core import (  # noqa: E402
+    TORCH_BUILT, TORCH_PINNED,
     Error, NotFound, Damaged, Unfinished, Foreign, Mismatch, NoSpace, ReadOnly, PermissionDenied, IoError,
     Busy, Disabled, InvalidArgument, Unsupported, ExceptionRaised, error_class,
     LogLevel, set_log_level, log_level, set_log_sink, log, printable,
@@ -61,7 +84,7 @@ from ._stores import default_store
 from ._stores import store_for as _store_for
 
 __all__ = [
-    "TORCH_PINNED",
+    "TORCH_BUILT", "TORCH_PINNED",
     # errors
     "Error", "NotFound", "Damaged", "Unfinished", "Foreign", "Mismatch", "NoSpace", "ReadOnly", "PermissionDenied",
     "IoError", "Busy", "Disabled", "InvalidArgument", "Unsupported", "ExceptionRaised", "error_class",

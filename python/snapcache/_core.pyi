@@ -15,7 +15,8 @@ import torch
 from torch.distributed import ProcessGroup
 
 __version__: str
-TORCH_PINNED: str
+TORCH_PINNED: str  # the torch the project pins and CI tests (cmake/torch-version)
+TORCH_BUILT: str  # the torch this module was built against, and needs: "2.14.1"
 
 _PathLike = Union[str, os.PathLike]
 _Tensors = Union[Mapping[str, torch.Tensor], Iterable[tuple[str, torch.Tensor]]]

@@ -13,10 +13,18 @@ import json
 import os
 import time
 
-import torch
+# MKL's float32 GEMM on the CPU gives results that depend on its operands' addresses (alignment)
+# unless its conditional numerical reproducibility mode is on. from_pretrained's tensors sit at the
+# checkpoint's offsets (8 bytes past a 64-byte boundary, for some), a snapshot's at 4096-byte
+# boundaries: the same weights then gave outputs one ulp apart (the Flux pipeline's latents with
+# torch 2.14.1 here, Linear(256, 32) in its time embedding). Set before torch loads MKL, in every
+# phase, so the outputs compared are the arithmetic's, not the allocator's.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-import framework_models as fm
-import snapcache
+import torch  # noqa: E402
+
+import framework_models as fm  # noqa: E402
+import snapcache  # noqa: E402
 
 
 def tensors_of(module):

@@ -1,9 +1,11 @@
-"""The package as installed: one torch pin, stubs that match the module, the command on the same
-library."""
+"""The package as installed: built for one torch and requiring it, stubs that match the module, the
+command on the same library."""
 
 import importlib.metadata
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -16,12 +18,64 @@ PACKAGE = pathlib.Path(snapcache.__file__).resolve().parent
 def test_the_torch_pin_is_cmakes():
     tomllib = pytest.importorskip("tomllib")
     pinned = (REPO / "cmake" / "torch-version").read_text().split()[0]
+    assert snapcache._core.TORCH_PINNED == snapcache.TORCH_PINNED == pinned
+    # The wheel's torch requirement is not written in pyproject.toml but comes from the torch it is
+    # built against (python/build_support).
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert f"torch=={pinned}" in project["dependencies"]
-    assert snapcache._core.TORCH_PINNED == pinned
+    assert "dependencies" in project["dynamic"] and "dependencies" not in project
+    # The pin is one of the releases a Python build accepts.
+    first, last = (REPO / "cmake" / "torch-supported").read_text().split()[:2]
+    minor = tuple(int(p) for p in pinned.split(".")[:2])
+    assert tuple(int(p) for p in first.split(".")) <= minor <= tuple(int(p) for p in last.split("."))
+
+
+def test_the_module_is_built_for_the_running_torch():
     import torch
 
-    assert torch.__version__.split("+")[0] == pinned
+    assert snapcache.TORCH_BUILT == snapcache._core.TORCH_BUILT
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", snapcache.TORCH_BUILT)
+    assert torch.__version__.split("+")[0] == snapcache.TORCH_BUILT
+    assert snapcache.current_torch_identity().version.split("+")[0] == snapcache.TORCH_BUILT
+    if (PACKAGE / "_torch_version.txt").exists():
+        assert (PACKAGE / "_torch_version.txt").read_text().strip() == snapcache.TORCH_BUILT
+
+
+def test_the_installed_metadata_requires_the_torch_it_was_built_with():
+    if not (PACKAGE / "bin").exists():
+        pytest.skip("not an installed wheel (the build tree's package)")
+    requires = importlib.metadata.requires("snapcache") or []
+    torch_requirements = [r for r in requires if re.match(r"torch\b", r)]
+    # Exactly that release (no C++ ABI across torch releases); the extras' requirements aside.
+    assert torch_requirements == [f"torch=={snapcache.TORCH_BUILT}"], requires
+    assert importlib.metadata.version("torch").split("+")[0] == snapcache.TORCH_BUILT
+
+
+def test_the_metadata_provider_asks_the_environment_for_torch():
+    """What pip install . writes into the wheel (pyproject.toml's provider): this environment's torch."""
+    import torch
+
+    out = run_python(["-c", "import sys; sys.path.insert(0, sys.argv[1]); import snapcache_torch_requirement as p; "
+                            "print(p.dynamic_metadata('dependencies', {}))", str(REPO / "python" / "build_support")],
+                     env={"PYTHONPATH": "/nonexistent"})  # ignored, as pip's isolated build's is
+    assert out.strip() == str([f"torch=={torch.__version__.split('+')[0]}"])
+
+
+def test_another_torch_is_refused_at_import(tmp_path):
+    """A package whose module was built for another torch says so when imported, instead of failing
+    on an undefined symbol (or worse, running)."""
+    if not (PACKAGE / "_torch_version.txt").exists():
+        pytest.skip("not a built package")
+    fake = tmp_path / "snapcache"
+    fake.mkdir()
+    (fake / "__init__.py").write_text((PACKAGE / "__init__.py").read_text())
+    (fake / "_torch_version.txt").write_text("1.99.0\n")
+    probe = subprocess.run([sys.executable, "-c", "import snapcache"], cwd=tmp_path, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+    assert probe.returncode != 0
+    assert "ImportError: snapcache was built against torch 1.99.0 and needs exactly that torch" in probe.stderr
+    import torch
+
+    assert f"this environment has torch {torch.__version__}" in probe.stderr
 
 
 def test_the_stubs_name_what_the_module_has():

@@ -16,3 +16,17 @@ run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G Ninja -DCMAK
     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${TORCH_PREFIX}/Torch" ${flags})
 run("${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer" "${WORK_DIR}/cache")
+
+# A consumer whose torch is not the one snapcache was built against is refused at configure time,
+# with a message that names both versions (a stand-in Torch package of another version).
+file(WRITE "${WORK_DIR}/other-torch/TorchConfig.cmake" "set(TORCH_LIBRARIES \"\")\n")
+file(WRITE "${WORK_DIR}/other-torch/TorchConfigVersion.cmake"
+     "set(PACKAGE_VERSION \"1.99.0\")\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n")
+execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build-other-torch" -G Ninja
+                        "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DTorch_DIR=${WORK_DIR}/other-torch"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX REPLACE "[ \t\r\n]+" " " err "${err}")
+if(rc EQUAL 0 OR NOT err MATCHES "was built against torch [0-9.]+ and needs exactly that torch; this project found torch 1\\.99\\.0")
+  message(FATAL_ERROR "a consumer with torch 1.99.0 was not refused as it should be (${rc}):\n${out}\n${err}")
+endif()
+message(STATUS "consumer with another torch refused: ok")
