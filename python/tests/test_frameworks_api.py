@@ -44,7 +44,7 @@ def test_the_key_holds_the_files_config_class_and_transformers_version(qwen2, st
 
     # A config override is another config: another entry, and the miss names the option.
     _, other_config = load(qwen2, store, rms_norm_eps=1e-5)
-    assert other_config.path is snapcache.LoadPath.miss and "options.config" in other_config.reason, other_config.reason
+    assert other_config.path is snapcache.LoadPath.miss and "option config" in other_config.reason, other_config.reason
     # Another model class on the same checkpoint.
     _, other_class = load(qwen2, store, cls=transformers.AutoModel)
     assert other_class.path is snapcache.LoadPath.miss and "model_class" in other_class.reason, other_class.reason
