@@ -26,8 +26,13 @@ def interrupted_runs(mode, checkpoint, caches, *extra, delay=0.0):
     """Starts one worker per cache (together: most of a worker's start is importing torch), sends
     each a SIGINT once it says it is blocking (and `delay` more), and returns (returncode, stdout,
     stderr) of each."""
+    # A shell's background job (`cmd &` without job control) starts with SIGINT ignored, which its
+    # children inherit, and Python then installs no KeyboardInterrupt handler: the workers would
+    # never stop. Each worker starts with SIGINT at its default, as under a terminal.
     children = [subprocess.Popen([sys.executable, str(WORKER), mode, str(checkpoint), str(cache), *map(str, extra)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for cache in caches]
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                for cache in caches]
     results = []
     try:
         # Each gets its signal as soon as it blocks, the others still running.

@@ -121,3 +121,37 @@ def test_the_framework_extras_pin_what_setup_installs_for_the_tests():
     for extra in ("transformers", "diffusers"):
         assert extras[extra] and set(extras[extra]) <= pinned, extra
         assert set(extras[extra]) <= set(extras["test"]), extra
+
+
+def test_a_plain_pip_build_says_on_the_terminal_what_it_builds_and_how_long_it_took(tmp_path):
+    # pip hides a build backend's output unless -v; the build writes to the terminal instead
+    # (python/build_support/tell-terminal.sh). A real terminal: pip runs in a pseudo-terminal that
+    # is its controlling terminal, as in a shell. Seconds: build/python exists after tools/python.sh.
+    if not (REPO / "build" / "python" / "CMakeCache.txt").exists():
+        pytest.skip("no build/python to rebuild (tools/python.sh makes it)")
+    pty = pytest.importorskip("pty")
+    import os
+
+    env = dict(os.environ, CXX=os.environ.get("CXX", "c++"))
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(tmp_path),
+            str(REPO)]
+    pid, master = pty.fork()
+    if pid == 0:  # the child: its controlling terminal is the pseudo-terminal
+        os.chdir(tmp_path)
+        os.execve(argv[0], argv, env)
+    seen = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        seen += data
+    _, status = os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert list(tmp_path.glob("snapcache-*.whl")), text
+    assert re.search(r"snapcache: building libsnapcache, its Python module and the snapcache command against "
+                     r"torch \S+ in \S+ \(a first build: .*pip install -v shows each step\)", text), text
+    assert re.search(r"snapcache: built the module and the command in \d+ s", text), text
