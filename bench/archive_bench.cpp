@@ -19,8 +19,10 @@
 
 #include "dit_model.h"
 #include "snapcache/archive.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/safetensors_header.h"
 #include "util/fmt.h"
 #include "util/parallel.h"

@@ -32,7 +32,8 @@
 #include <vector>
 
 #include "dit_model.h"
-#include "snapcache/gpu_upload.h"
+#include "snapcache/extend/gpu_upload.h"
+#include "snapcache/extend/uploader.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 

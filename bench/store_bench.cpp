@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/snapshot.h"
 #include "util/fmt.h"
 
 using namespace snapcache;

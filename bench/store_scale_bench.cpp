@@ -17,8 +17,11 @@
 #include <vector>
 
 #include "format/manifest.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "store/entry_index.h"
 #include "store/layout.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/status.h"
 #include "snapcache/store.h"

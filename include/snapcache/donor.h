@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
 #include "snapcache/pipeline.h"
-#include "snapcache/tier.h"
 
 namespace snapcache {
 

@@ -10,11 +10,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "snapcache/file_system.h"
-#include "snapcache/status.h"
 #include "snapcache/export.h"
+#include "snapcache/status.h"
 
 namespace snapcache {
+
+class FileSystem;  // snapcache/extend/file_system.h
 
 // How a person is told that a field differs (KeyDifference::words). Raw values mean nothing to
 // read for some fields (a digest, nanoseconds since 1970), so each field says how it is put.

@@ -9,8 +9,9 @@
 
 #include "snapcache/dtype.h"
 #include "snapcache/export.h"
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
+#include "snapcache/store.h"
 
 namespace snapcache {
 
@@ -19,7 +20,6 @@ namespace snapcache {
 inline constexpr std::uint32_t kFormatVersion = 1;
 
 inline constexpr std::uint64_t kStorageAlignment = 4096;
-inline constexpr std::uint64_t kDefaultChunkSize = 8ull << 20;
 
 struct Creation {
   std::int64_t created_unix_ns = 0;

@@ -9,26 +9,44 @@
 //
 // load_model and reload_model never throw: an exception from libtorch or from a hook of the plan
 // (ordinary loader, post-load method, refresh hook, tier, uploader) comes back as a Status.
+//
+// This header and what it includes (store.h, config.h, key.h, dtype.h, status.h) are a loader's
+// whole surface: no entry format, no seam. Tiers, uploaders, post-load methods, file systems and
+// the host storages they share are for people who extend snapcache (snapcache/extend/); a plan
+// only holds them by pointer. tests/surface/check_surface.cmake holds this.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "snapcache/dtype.h"
 #include "snapcache/export.h"
-#include "snapcache/post_load.h"
-#include "snapcache/publication.h"
-#include "snapcache/rank_group.h"
-#include "snapcache/report.h"
-#include "snapcache/snapshot.h"
-#include "snapcache/tier.h"
-#include "snapcache/uploader.h"
+#include "snapcache/key.h"
+#include "snapcache/status.h"
+#include "snapcache/store.h"
 
 namespace snapcache {
+
+// Named only by pointer here; defined for their authors in snapcache/extend/ (tier.h, uploader.h,
+// post_load.h) and in snapcache/rank_group.h.
+class Tier;
+class Uploader;
+class PostLoadMethod;
+class RankGroup;
+
+// Ordered: the order of publication is the order of loading.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 using DerivedBuffers = std::map<std::string, at::Tensor>;
 
@@ -42,6 +60,166 @@ struct RefreshHook {
 // Puts `value` into buffers[name]: allocates it the first time, copies in place afterwards.
 SNAPCACHE_API Status refresh_buffer(DerivedBuffers& buffers, const std::string& name, const at::Tensor& value,
                                     c10::Device device);
+
+// What a load did: which path it took and why, every tier it tried and what each answered, and
+// every stage with its time, its bytes and, for a stage that failed, its error.
+enum class LoadPath {
+  hit,         // warm: a cache tier (the disk snapshot, a GPU donor) served the weights
+  miss,        // cold: no cache tier had them; the ordinary loader ran (and the result was kept)
+  fallback,    // cold: a cache tier had them but could not use them (damaged, storage failure)
+  ineligible,  // cold: this load must not be cached (adapter, opt-out, cache disabled)
+};
+SNAPCACHE_API const char* to_string(LoadPath path);
+
+// What one tier answered.
+enum class TierOutcome {
+  served,    // it gave the weights
+  missed,    // it has nothing for this load (a cold cache)
+  unusable,  // it had something but could not use it (damaged, storage failure): a fallback
+  skipped,   // it does not apply to this load (no cache, disabled, opted out)
+};
+SNAPCACHE_API const char* to_string(TierOutcome outcome);
+
+// Why a load was not cached (LoadPath::ineligible).
+enum class NotCached {
+  no_store,                 // no cache store is configured
+  disabled,                 // the cache is switched off by configuration
+  opted_out,                // the plan says not to (LoadPlan::no_cache_reason)
+  no_checkpoint_identity,   // no checkpoint files and no weights identity: the key names no weights
+  no_loader_identity,       // no source identity: the key names no loader
+  unidentified_checkpoint,  // the checkpoint's files could not be described
+};
+SNAPCACHE_API const char* to_string(NotCached reason);
+
+struct TierAttempt {
+  std::string tier;  // "snapshot", "ordinary", ...
+  TierOutcome outcome = TierOutcome::missed;
+  std::string reason;
+};
+
+struct StageTime {
+  std::string stage;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+  std::string error;  // empty when the stage finished
+};
+
+// What the ranks of a group load agreed (LoadPlan::group); `tier`, `decision` and `publication`
+// read the same on every rank.
+struct GroupReport {
+  int rank = 0;
+  int size = 1;
+  std::string tier;         // the tier every rank took
+  // Why: "rank 3: snapshot unusable (entry 3f2a...: damaged ...); the group took the ordinary path".
+  std::string decision;
+  // After a load from the checkpoint: "published on ranks 0-7", or which ranks did not publish and
+  // why (the group's next load takes the ordinary path again); empty when nothing was to publish.
+  std::string publication;
+  std::vector<std::string> ranks;  // each rank's answers, in rank order: "snapshot missed, ordinary served"
+  double agreement_seconds = 0;    // in exchanges, waiting for the slowest rank included
+};
+
+struct LoadReport {
+  LoadPath path = LoadPath::miss;
+  std::string reason;  // why this path: the answer of the tier that decided it
+  std::optional<NotCached> not_cached;  // why the load could not be cached, when it could not
+  // What the load assumed on the caller's behalf ("source_identity: a digest of loader.py, the
+  // default for a Python loader"); each is part of the summary.
+  std::vector<std::string> notes;
+  std::string entry_id;
+  std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
+  std::vector<StageTime> stages;
+  std::optional<PublishOutcome> publish;
+  std::optional<GroupReport> group;  // set for a load in a rank group
+  // On a hit, how much of the served bytes were compared with their checksums during this load:
+  // the upload engine checks every chunk it stages; the rest was trusted because the files'
+  // identities (device, inode, size, mtime, ctime) are those their last full check recorded.
+  std::uint64_t bytes_checked = 0;
+  std::uint64_t bytes_trusted = 0;
+  SNAPCACHE_API std::string integrity() const;  // those two in words, "" when no file was read
+  double seconds = 0;
+  SNAPCACHE_API std::string summary() const;  // the one log line
+  SNAPCACHE_API std::string table() const;    // stages, times and bytes, one per line
+  // The lines of table(), without their newlines. A reason or an error in one may hold any text (a
+  // tensor name from an entry, a peer's words): to print a line, make it printable().
+  SNAPCACHE_API std::vector<std::string> table_lines() const;
+};
+
+// Times one stage into a report, by scope: a stage appears in the report however it ends. One
+// that ends without done() or fail() (an early return, an exception) is recorded as interrupted.
+class SNAPCACHE_API StageTimer {
+ public:
+  StageTimer(LoadReport& report, std::string stage);
+  ~StageTimer();
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+  void done(std::uint64_t bytes = 0);
+  // Records the error and hands it back: `return stage.fail(status);`
+  Status fail(Status status);
+  // Records a failure the caller goes on from (a tier that could not be used).
+  void fail(std::string error);
+
+ private:
+  void record(std::uint64_t bytes, std::string error);
+  LoadReport* report_;
+  std::string stage_;
+  std::chrono::steady_clock::time_point started_;
+  bool recorded_ = false;
+};
+
+// A cold load's publication, running in the background. The load call returns when the weights
+// are on the device; the snapshot is written, hashed and published atomically on another thread
+// meanwhile, from host tensors no one writes (the load waits for it before a post-load method
+// that may write in place, and before handing out host tensors that are the published ones).
+// A process that exits waits for its publications (the library does so at exit); one that dies
+// mid-publication leaves no entry, only a temporary directory that gc removes.
+class SNAPCACHE_API Publication {
+ public:
+  Publication() = default;  // none was started
+  explicit Publication(std::shared_future<PublishOutcome> outcome) : outcome_(std::move(outcome)) {}
+
+  bool started() const { return outcome_.valid(); }
+  bool pending() const;  // started and not finished
+  // Blocks until it finished and returns the outcome; without one, `skipped`.
+  PublishOutcome wait() const;
+
+ private:
+  std::shared_future<PublishOutcome> outcome_;
+};
+
+// Blocks until every background publication this process started has finished.
+SNAPCACHE_API void wait_for_publications();
+
+// The built-in post-load methods a plan lists (LoadPlan::post_load), and the precision policy.
+enum class WeightLayout { row_major, column_major };
+
+// INT8 per-row quantized linear weights: "<p>.weight" (int8, [N, K]) with "<p>.weight_scale"
+// stored with its constructor shape (N, 1) in float32. Flattens the scale to (N,), and gives the
+// weight the column-major layout (t().contiguous().t()) when the kernel wants it.
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> int8_row_scale_method(WeightLayout weight_layout = WeightLayout::row_major);
+
+// FP8 (e4m3fn) block-scaled weights: "<p>.weight" [N, K] row-major with "<p>.weight_scale"
+// float32 [ceil(N/128), ceil(K/128)], one scale per 128x128 block. Checks the block grid and
+// gives the scales the column-major (MN-major) layout that block-scaled GEMM kernels read. Other
+// block sizes or weight layouts are rejected with an error that names the tensor.
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> fp8_block_scale_method(std::int64_t block_rows = 128, std::int64_t block_cols = 128);
+
+// FP16 and INT8 layout conversion of the 2-d tensors whose names end with one of `suffixes`.
+// Other dtypes under those names are rejected with an error that names the tensor.
+SNAPCACHE_API std::shared_ptr<PostLoadMethod> layout_method(std::vector<std::string> suffixes, WeightLayout layout);
+
+// Mixed precision: the first rule whose suffix ends a tensor's name gives the dtypes it may have.
+struct PrecisionRule {
+  std::string suffix;
+  std::vector<DType> allowed;
+};
+struct PrecisionPolicy {
+  std::string name;  // part of the cache key, e.g. "w8a16-fp8mlp"
+  std::vector<PrecisionRule> rules;
+};
+// Every tensor must match a rule and have one of its dtypes; the error names the tensor.
+SNAPCACHE_API Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy);
 
 struct LoadPlan {
   // What is loaded: the key.

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "snapcache/export.h"
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/safetensors_header.h"
-#include "snapcache/snapshot.h"
 
 namespace snapcache {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "snapcache/export.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
 
 namespace snapcache {
 

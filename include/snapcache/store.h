@@ -1,6 +1,6 @@
 // The snapshot store, as a loader uses it: publish named storages and tensors under a Key, find
 // them again in a later process, mapped from disk. This layer knows bytes and descriptors, not
-// torch; see snapcache/snapshot.h for the at::Tensor front end, and snapcache/maintenance.h for
+// torch; see snapcache/extend/snapshot.h for the at::Tensor front end, and snapcache/maintenance.h for
 // listing, verifying and cleaning a cache (what the `snapcache` command does).
 #pragma once
 
@@ -11,14 +11,27 @@
 #include <string>
 #include <vector>
 
+#include <string_view>
+
 #include "snapcache/config.h"
+#include "snapcache/dtype.h"
 #include "snapcache/export.h"
-#include "snapcache/file_system.h"
-#include "snapcache/key.h"
-#include "snapcache/manifest.h"
 #include "snapcache/status.h"
 
 namespace snapcache {
+
+// Named here, defined where their concern is: a loader never needs their insides, so this header
+// (on a loader's surface, see snapcache/pipeline.h) does not bring them. Callers that use them
+// include snapcache/key.h, snapcache/manifest.h and snapcache/extend/file_system.h.
+struct Key;
+class DigestMemo;
+struct Manifest;
+struct TensorRecord;
+class FileSystem;
+
+// The chunk size publish() uses unless told otherwise; each data file records its own
+// (DataFile::chunk_size, snapcache/manifest.h).
+inline constexpr std::uint64_t kDefaultChunkSize = 8ull << 20;
 
 // Bytes of one storage, owned by the caller for the duration of publish().
 struct StorageSource {
@@ -140,8 +153,8 @@ class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
   // created. For tools that must say so (the `snapcache` command). A cache that exists but
   // cannot be written (a read-only file system) opens: lookups serve its entries, publications
   // fail with the reason.
-  static Result<std::shared_ptr<Store>> open(Config config,
-                                             std::shared_ptr<FileSystem> fs = posix_file_system());
+  // `fs` null (the default): posix_file_system().
+  static Result<std::shared_ptr<Store>> open(Config config, std::shared_ptr<FileSystem> fs = nullptr);
 
   // For loaders: a store that never fails a load. `config` is usually Config::from_environment().
   // When the settings are invalid or open() refuses the cache, the store returned is unavailable
@@ -149,7 +162,7 @@ class SNAPCACHE_API Store : public std::enable_shared_from_this<Store> {
   // with that reason, and nothing touches the disk; loads take the ordinary path and their
   // reports say why.
   static std::shared_ptr<Store> open_for_loading(const Result<Config>& config,
-                                                 std::shared_ptr<FileSystem> fs = posix_file_system());
+                                                 std::shared_ptr<FileSystem> fs = nullptr);
   // Why this store cannot be used ("cache directory /x: ... Read-only file system"); empty when it
   // can. Only open_for_loading makes unavailable stores.
   const std::string& unavailable_reason() const { return unavailable_.message(); }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "snapcache/dtype.h"
+#include "snapcache/rank_group.h"
 #include "snapcache/status.h"
 
 namespace snapcache {

@@ -8,7 +8,9 @@
 
 #include "common.h"
 #include "snapcache/config.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 #include "snapcache/text.h"
 

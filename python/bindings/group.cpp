@@ -5,8 +5,8 @@
 
 #include <chrono>
 
+#include "snapcache/pipeline.h"
 #include "snapcache/rank_group.h"
-#include "snapcache/report.h"
 #include "tensors.h"
 
 namespace snapcache::python {

@@ -2,8 +2,6 @@
 // threads run while the library reads, checks and uploads; callbacks take it back), the loaded
 // model, its report and its background publication.
 #include "snapcache/pipeline.h"
-#include "snapcache/publication.h"
-#include "snapcache/report.h"
 #include "snapcache/text.h"
 #include "tensors.h"
 

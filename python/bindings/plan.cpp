@@ -7,7 +7,12 @@
 #include <chrono>
 
 #include "snapcache/donor.h"
-#include "snapcache/gpu_upload.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/gpu_upload.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/extend/uploader.h"
+#include "snapcache/key.h"
 #include "snapcache/pipeline.h"
 #include "tensors.h"
 

@@ -5,7 +5,9 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/safetensors.h"
 #include "snapcache/sharding.h"

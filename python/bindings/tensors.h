@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
 
 namespace snapcache::python {
 

@@ -10,6 +10,7 @@
 
 #include "archive/archive_format.h"
 #include "format/manifest.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 
 namespace snapcache::archive {

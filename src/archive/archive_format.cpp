@@ -1,4 +1,5 @@
 #include "archive/archive_format.h"
+#include "snapcache/manifest.h"
 
 namespace snapcache::archive {
 

@@ -8,6 +8,7 @@
 #include "distributed/exchange.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::distributed {
 

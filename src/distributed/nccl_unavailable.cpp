@@ -1,5 +1,6 @@
 // Built where torch's NCCL headers (nvidia-nccl's nccl.h) are not found.
 #include "distributed/nccl_group.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::distributed {
 

@@ -17,6 +17,7 @@
 #include "distributed/rank_list.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::distributed {
 namespace {

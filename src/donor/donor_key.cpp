@@ -2,7 +2,9 @@
 #include "pipeline/plan_key.h"
 #include "gpu/shareable_memory.h"
 #include "snapcache/donor.h"
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/key.h"
 #include "util/fmt.h"
 #include "util/hash.h"
 

@@ -8,6 +8,9 @@
 #include "ipc/private_dir.h"
 #include "ipc/unix_socket.h"
 #include "snapcache/donor.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

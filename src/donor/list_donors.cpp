@@ -7,6 +7,7 @@
 #include "ipc/private_dir.h"
 #include "ipc/unix_socket.h"
 #include "snapcache/donor.h"
+#include "snapcache/key.h"
 
 namespace snapcache {
 namespace {

@@ -4,6 +4,8 @@
 
 #include <unordered_map>
 
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

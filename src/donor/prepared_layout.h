@@ -10,7 +10,7 @@
 #include <string>
 
 #include "donor/protocol.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
 
 namespace snapcache::donor {
 

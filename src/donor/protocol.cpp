@@ -1,6 +1,7 @@
 #include "donor/protocol.h"
 
 #include "snapcache/dtype.h"
+#include "snapcache/key.h"
 #include "util/fmt.h"
 
 namespace snapcache::donor {

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::format {
 

@@ -10,6 +10,8 @@
 #include <unordered_set>
 
 #include "format/codec.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "util/hash.h"
 

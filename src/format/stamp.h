@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/status.h"
 
 namespace snapcache::format {

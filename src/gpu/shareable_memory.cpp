@@ -7,6 +7,7 @@
 
 #include "gpu/cuda_status.h"
 #include "util/fmt.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::gpu {
 namespace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ipc/unix_socket.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/status.h"
 
 namespace snapcache::gpu {

@@ -8,6 +8,9 @@
 #include "util/align.h"
 #include "util/fmt.h"
 #include "util/hash.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/manifest.h"
 
 namespace snapcache::gpu {
 namespace {

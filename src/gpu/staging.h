@@ -11,8 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "snapcache/file_system.h"
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/manifest.h"
 #include "snapcache/status.h"
 
 namespace snapcache::gpu {

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "ipc/private_dir.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

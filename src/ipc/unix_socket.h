@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/status.h"
 
 namespace snapcache::ipc {
 
-// The library's owned descriptor (snapcache/file_system.h), closed on destruction.
+// The library's owned descriptor (snapcache/extend/file_system.h), closed on destruction.
 using UniqueFd = snapcache::UniqueFd;
 
 struct PeerCredentials {

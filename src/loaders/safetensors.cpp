@@ -1,3 +1,5 @@
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/safetensors.h"
 
 #include <ATen/Functions.h>

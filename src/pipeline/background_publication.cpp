@@ -4,6 +4,8 @@
 #include <mutex>
 #include <string>
 
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"

@@ -5,10 +5,9 @@
 
 #include <memory>
 
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/key.h"
-#include "snapcache/publication.h"
-#include "snapcache/report.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/pipeline.h"
 
 namespace snapcache::pipeline {
 

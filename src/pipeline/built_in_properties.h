@@ -3,7 +3,7 @@
 // limits (`unsupported`) to these.
 #pragma once
 
-#include "snapcache/post_load.h"
+#include "snapcache/extend/post_load.h"
 
 namespace snapcache::pipeline {
 

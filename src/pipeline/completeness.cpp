@@ -3,6 +3,8 @@
 // warm path would refuse is ever published.
 #include <unordered_map>
 
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/manifest.h"
 #include "snapcache/pipeline.h"
 #include "util/fmt.h"
 

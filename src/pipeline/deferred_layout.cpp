@@ -10,6 +10,7 @@
 #include "util/fmt.h"
 #include "util/parallel.h"
 #include "util/transpose.h"
+#include "snapcache/extend/host_storage.h"
 
 namespace snapcache::pipeline {
 namespace {

@@ -13,8 +13,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "snapcache/host_storage.h"
-#include "snapcache/post_load.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/post_load.h"
 
 namespace snapcache::pipeline {
 

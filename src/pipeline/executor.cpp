@@ -7,14 +7,19 @@
 #include <set>
 #include <unordered_set>
 
-#include "snapcache/gpu_upload.h"
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/gpu_upload.h"
+#include "snapcache/extend/host_storage.h"
 #include "snapcache/log.h"
 #include "pipeline/background_publication.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/eligibility.h"
 #include "pipeline/group_agreement.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/extend/uploader.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/pipeline.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"

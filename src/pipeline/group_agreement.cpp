@@ -9,6 +9,8 @@
 
 #include "distributed/rank_list.h"
 #include "util/fmt.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::pipeline {
 namespace {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "pipeline/group_identity.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/pipeline.h"
 #include "snapcache/rank_group.h"
-#include "snapcache/report.h"
-#include "snapcache/tier.h"
 
 namespace snapcache::pipeline {
 

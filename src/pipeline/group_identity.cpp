@@ -3,6 +3,8 @@
 #include "pipeline/plan_key.h"
 #include "util/fmt.h"
 #include "util/hash.h"
+#include "snapcache/key.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::pipeline {
 namespace {

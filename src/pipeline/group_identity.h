@@ -10,6 +10,7 @@
 #include <string>
 
 #include "snapcache/pipeline.h"
+#include "snapcache/rank_group.h"
 
 namespace snapcache::pipeline {
 

@@ -6,7 +6,7 @@
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
-#include "snapcache/post_load.h"
+#include "snapcache/extend/post_load.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

@@ -4,7 +4,8 @@
 #include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "pipeline/named.h"
-#include "snapcache/post_load.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
 
 namespace snapcache::pipeline {
 

@@ -1,8 +1,8 @@
 // The source tier: the plan's own loader reads the checkpoint; its output must be what the model
 // declares, or the load is an error (nothing incomplete is ever published).
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/tier.h"
 #include "snapcache/pipeline.h"
-#include "snapcache/tier.h"
 #include "torch/exceptions.h"
 
 namespace snapcache {

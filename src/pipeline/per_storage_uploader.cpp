@@ -4,8 +4,9 @@
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/uploader.h"
 #include "snapcache/pipeline.h"
-#include "snapcache/uploader.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 

@@ -1,5 +1,7 @@
 // The key a plan loads under.
 #include "pipeline/plan_key.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 
 namespace snapcache {
 

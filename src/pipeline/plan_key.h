@@ -1,6 +1,7 @@
 // The fields of a plan's key besides the checkpoint identities, filled in one place.
 #pragma once
 
+#include "snapcache/key.h"
 #include "snapcache/pipeline.h"
 
 namespace snapcache::pipeline {

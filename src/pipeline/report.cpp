@@ -1,4 +1,4 @@
-#include "snapcache/report.h"
+#include "snapcache/pipeline.h"
 
 #include <algorithm>
 #include <map>

@@ -1,8 +1,11 @@
 // The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
 #include "pipeline/background_publication.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
-#include "snapcache/tier.h"
 #include "util/fmt.h"
 
 namespace snapcache {

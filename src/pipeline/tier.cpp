@@ -1,4 +1,4 @@
-#include "snapcache/tier.h"
+#include "snapcache/extend/tier.h"
 
 namespace snapcache {
 

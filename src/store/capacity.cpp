@@ -8,6 +8,7 @@
 
 #include "util/fmt.h"
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"

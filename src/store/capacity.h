@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 

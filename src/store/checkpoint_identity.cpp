@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "util/hash.h"
 

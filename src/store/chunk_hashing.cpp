@@ -10,6 +10,8 @@
 #include "util/file_io.h"
 #include "util/hash.h"
 #include "util/parallel.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/manifest.h"
 
 namespace snapcache::store {
 

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "format/chunk_layout.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 
 namespace snapcache::store {
 

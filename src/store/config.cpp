@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/text.h"
 
 namespace snapcache {

@@ -4,8 +4,10 @@
 
 #include "format/manifest.h"
 #include "format/stamp.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "store/layout.h"
 #include "util/clock.h"
 #include "util/file_io.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/manifest.h"
 #include "snapcache/status.h"
 

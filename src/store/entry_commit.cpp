@@ -7,8 +7,11 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "store/capacity.h"
 #include "store/entry_index.h"

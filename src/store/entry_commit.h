@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 
 namespace snapcache::store {

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <set>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/text.h"
 #include "store/layout.h"
 #include "util/hash.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 
 namespace snapcache::store {

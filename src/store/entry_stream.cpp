@@ -7,6 +7,9 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "store/chunk_hashing.h"
 #include "store/entry_check.h"

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 #include "store/entry_commit.h"
 #include "util/hash.h"

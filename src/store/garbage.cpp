@@ -5,7 +5,9 @@
 #include <optional>
 
 #include "format/manifest.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
 #include "store/miss_record.h"

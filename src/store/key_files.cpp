@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "store/layout.h"

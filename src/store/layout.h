@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 
 namespace snapcache::store {

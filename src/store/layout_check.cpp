@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 #include "snapcache/text.h"
 

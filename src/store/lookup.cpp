@@ -3,8 +3,11 @@
 
 #include "util/fmt.h"
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "store/chunk_hashing.h"
 #include "store/entry_check.h"
 #include "store/layout.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/fmt.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::store {
 namespace {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::store {
 

@@ -4,6 +4,7 @@
 
 #include "util/fmt.h"
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 #include "store/entry_stream.h"

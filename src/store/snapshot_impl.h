@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 
 namespace snapcache {

@@ -10,6 +10,7 @@
 #include "store/layout.h"
 #include "util/clock.h"
 #include "util/file_io.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::store {
 namespace {

@@ -9,6 +9,8 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 #include "store/entry_index.h"
@@ -91,7 +93,10 @@ const char* to_string(EntryState s) {
   return "?";
 }
 
-Store::Store(Config config, std::shared_ptr<FileSystem> fs) : config_(std::move(config)), fs_(std::move(fs)) {}
+// A null file system is the POSIX one (store.h's default, which names FileSystem only by a
+// forward declaration so that a loader's surface does not reach the seam).
+Store::Store(Config config, std::shared_ptr<FileSystem> fs)
+    : config_(std::move(config)), fs_(fs != nullptr ? std::move(fs) : posix_file_system()) {}
 
 namespace {
 

@@ -1,6 +1,7 @@
 // Grouping tensors by the storage they view: written once, used by publication, the expected
 // layout of a load, the report and the uploader.
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/manifest.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>

@@ -1,8 +1,8 @@
 // at::Tensor <-> store descriptors. Tensors built here sit directly on the entry's private
 // mapping (no copy) and keep it, with the entry's lease, alive through their storage's DataPtr.
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
 
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/host_storage.h"
 
 #include <ATen/Functions.h>
 #include <c10/core/CPUAllocator.h>
@@ -10,7 +10,9 @@
 
 #include "util/fmt.h"
 
+#include "snapcache/key.h"
 #include "snapcache/log.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 
 namespace snapcache {

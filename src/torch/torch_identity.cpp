@@ -3,7 +3,8 @@
 
 #include "util/fmt.h"
 
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 
 namespace snapcache {
 

@@ -1,6 +1,7 @@
 #include "util/atomic_file.h"
 
 #include "util/file_io.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache {
 

@@ -9,6 +9,7 @@
 
 #include <random>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/text.h"
 #include "util/atomic_file.h"
 #include "util/fmt.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "util/atomic_file.h"
 
 namespace snapcache {

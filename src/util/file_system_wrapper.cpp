@@ -1,5 +1,5 @@
-// Each call goes to the target unchanged (include/snapcache/file_system.h: FileSystemWrapper).
-#include "snapcache/file_system.h"
+// Each call goes to the target unchanged (include/snapcache/extend/file_system.h: FileSystemWrapper).
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache {
 

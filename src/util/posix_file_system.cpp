@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "snapcache/file_system.h"
+#include "snapcache/extend/file_system.h"
 #include "util/clock.h"
 
 namespace snapcache {

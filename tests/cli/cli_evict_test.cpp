@@ -10,6 +10,7 @@
 #include "cli_runner.h"
 #include "support/catch.h"
 #include "support/child_process.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 
 using namespace snapcache;

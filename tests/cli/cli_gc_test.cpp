@@ -11,6 +11,7 @@
 #include "cli_runner.h"
 #include "store/layout.h"
 #include "support/catch.h"
+#include "snapcache/key.h"
 
 using namespace snapcache;
 using namespace snapcache::test;

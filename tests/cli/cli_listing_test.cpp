@@ -7,6 +7,7 @@
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "snapcache/dtype.h"
+#include "snapcache/manifest.h"
 #include "support/catch.h"
 #include "support/child_process.h"
 

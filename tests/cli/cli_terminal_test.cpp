@@ -12,6 +12,7 @@
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
+#include "snapcache/key.h"
 #include "snapcache/printable.h"
 #include "support/catch.h"
 #include "support/child_process.h"

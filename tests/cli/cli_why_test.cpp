@@ -7,6 +7,7 @@
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "support/catch.h"
+#include "snapcache/key.h"
 
 using namespace snapcache;
 using namespace snapcache::test;

@@ -6,6 +6,8 @@
 #include "support/catch.h"
 #include "support/child_process.h"
 #include "support/env_guard.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 
 using namespace snapcache;
 using namespace snapcache::test;

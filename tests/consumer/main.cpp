@@ -3,7 +3,11 @@
 // the `snapcache` command does (list, inspect, verify, counters, evict, gc) with the public API
 // alone. The library exports nothing else (hidden visibility), so this proves the API suffices.
 #include <ATen/Functions.h>
+#include <snapcache/extend/host_storage.h>
+#include <snapcache/extend/tier.h>
+#include <snapcache/extend/uploader.h>
 #include <snapcache/maintenance.h>
+#include <snapcache/manifest.h>
 #include <snapcache/pipeline.h>
 #include <snapcache/text.h>
 #include <snapcache/version.h>

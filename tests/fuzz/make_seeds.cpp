@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "snapcache/archive.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 
 using namespace snapcache;

@@ -14,6 +14,9 @@
 
 #include "donor_fixture.h"
 #include "snapcache/donor.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/tier.h"
 #include "support/catch.h"
 #include "support/child_process.h"
 #include "support/temp_dir.h"

@@ -9,8 +9,12 @@
 #include <fmt/format.h>
 
 #include "dit_model.h"
-#include "snapcache/gpu_upload.h"
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/gpu_upload.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/extend/uploader.h"
+#include "snapcache/key.h"
 #include "support/catch.h"
 #include "support/fault_injection.h"
 #include "support/fixtures.h"

@@ -10,6 +10,8 @@
 #include <cstdlib>
 
 #include "demo_fixture.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "support/catch.h"
 #include "support/child_process.h"

@@ -8,6 +8,7 @@
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::test {
 

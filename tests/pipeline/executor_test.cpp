@@ -14,6 +14,10 @@
 #include <thread>
 
 #include "demo_fixture.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/extend/uploader.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/printable.h"

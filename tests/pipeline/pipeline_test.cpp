@@ -11,6 +11,7 @@
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"
+#include "snapcache/extend/post_load.h"
 #include "snapcache/maintenance.h"
 #include "support/fault_injection.h"
 

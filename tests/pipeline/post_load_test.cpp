@@ -2,7 +2,7 @@
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 
-#include "snapcache/post_load.h"
+#include "snapcache/extend/post_load.h"
 #include "support/catch.h"
 
 using namespace snapcache;

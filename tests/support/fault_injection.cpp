@@ -1,4 +1,5 @@
 #include "support/fault_injection.h"
+#include "snapcache/extend/file_system.h"
 
 #include <thread>
 

@@ -1,4 +1,8 @@
 #include "support/fixtures.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 
 #include <ATen/Functions.h>
 

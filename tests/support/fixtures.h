@@ -7,9 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "snapcache/host_storage.h"
-#include "snapcache/post_load.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 #include "support/raw_storages.h"
 
 namespace snapcache::test {

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "gpu/staging.h"
-#include "snapcache/uploader.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/uploader.h"
 
 namespace snapcache::test {
 

@@ -1,4 +1,5 @@
 #include "support/power_loss_fs.h"
+#include "snapcache/extend/file_system.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

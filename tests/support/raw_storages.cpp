@@ -1,4 +1,6 @@
 #include "support/raw_storages.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 
 #include <algorithm>
 #include <cstring>

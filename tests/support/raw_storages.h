@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "snapcache/config.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 
 namespace snapcache::test {

@@ -46,8 +46,10 @@
 #include <thread>
 
 #include "ipc/unix_socket.h"
-#include "snapcache/log.h"
 #include "snapcache/archive.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
+#include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "support/raw_storages.h"
 #include "support/fault_injection.h"

@@ -21,7 +21,9 @@
 #include "archive/archive_format.h"
 #include "format/manifest.h"
 #include "snapcache/archive.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "store/entry_stream.h"
 #include "util/hash.h"
 

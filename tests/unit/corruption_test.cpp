@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "support/catch.h"

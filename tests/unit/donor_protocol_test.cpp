@@ -7,6 +7,8 @@
 #include "donor/prepared_layout.h"
 #include "donor/protocol.h"
 #include "snapcache/donor.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "support/catch.h"
 
 using namespace snapcache;

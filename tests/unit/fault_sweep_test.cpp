@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "support/catch.h"

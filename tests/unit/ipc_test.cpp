@@ -22,6 +22,7 @@
 #include "support/catch.h"
 #include "support/child_process.h"
 #include "support/temp_dir.h"
+#include "snapcache/extend/file_system.h"
 
 using namespace snapcache;
 using namespace snapcache::ipc;

@@ -2,6 +2,7 @@
 #include <functional>
 #include <set>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/store.h"
 #include "snapcache/text.h"

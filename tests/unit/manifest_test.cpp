@@ -2,6 +2,7 @@
 #include "format/stamp.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
+#include "snapcache/manifest.h"
 
 using namespace snapcache;
 

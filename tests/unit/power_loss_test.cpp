@@ -5,6 +5,7 @@
 // published bytes or misses, and a publication that had returned `published` survives. This is
 // what proves the order of fsyncs and renames; killing a process (the store's process tests)
 // cannot, because the kernel keeps what a dead process wrote.
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "support/catch.h"

@@ -12,6 +12,7 @@
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
 
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 
 using namespace snapcache;

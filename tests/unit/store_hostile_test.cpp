@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "snapcache/config.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "support/catch.h"

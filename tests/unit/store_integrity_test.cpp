@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 #include "store/layout.h"
 #include "support/catch.h"

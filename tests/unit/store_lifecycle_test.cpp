@@ -2,6 +2,8 @@
 #include <cerrno>
 #include <thread>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "snapcache/text.h"

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "support/catch.h"

@@ -2,7 +2,9 @@
 // layout the manifest can describe, aliases, zero-size storages, private mappings, lifetimes.
 #include <cstring>
 
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "snapcache/manifest.h"
 #include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 #include "store/entry_index.h"

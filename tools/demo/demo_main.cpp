@@ -29,10 +29,12 @@
 #include "dit_model.h"
 #include "snapcache/config.h"
 #include "snapcache/donor.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/rank_group.h"
 #include "snapcache/printable.h"
+#include "snapcache/rank_group.h"
 #include "snapcache/text.h"
 
 extern char** environ;

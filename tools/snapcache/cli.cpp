@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "render.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::cli {
 

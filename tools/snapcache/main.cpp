@@ -14,8 +14,9 @@
 #include "cli.h"
 #include "output.h"
 #include "commands/commands.h"
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/log.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/manifest.h"
 #include "snapcache/version.h"
 
 using namespace snapcache::cli;

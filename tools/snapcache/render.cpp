@@ -1,4 +1,6 @@
 #include "render.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 
 #include <fmt/format.h>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "output.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/store.h"
 

@@ -5,6 +5,7 @@
 #include "commands/commands.h"
 #include "output.h"
 #include "snapcache/donor.h"
+#include "snapcache/key.h"
 
 namespace snapcache::cli {
 namespace {

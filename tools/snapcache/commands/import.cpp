@@ -13,7 +13,8 @@
 #include "progress.h"
 #include "render.h"
 #include "snapcache/archive.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/key.h"
 
 namespace snapcache::cli {
 namespace {

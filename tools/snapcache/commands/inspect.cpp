@@ -10,6 +10,8 @@
 
 #include "commands/commands.h"
 #include "render.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
 #include "snapcache/text.h"
 
 namespace snapcache::cli {

@@ -3,6 +3,7 @@
 
 #include "commands/commands.h"
 #include "render.h"
+#include "snapcache/key.h"
 
 namespace snapcache::cli {
 

@@ -10,6 +10,7 @@
 
 #include "commands/commands.h"
 #include "render.h"
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::cli {
 namespace {

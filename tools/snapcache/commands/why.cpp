@@ -4,6 +4,8 @@
 
 #include "commands/commands.h"
 #include "render.h"
+#include "snapcache/extend/file_system.h"
+#include "snapcache/key.h"
 
 namespace snapcache::cli {
 namespace {

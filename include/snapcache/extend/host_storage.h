@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/extend/snapshot.h"
 #include "snapcache/manifest.h"
-#include "snapcache/snapshot.h"
 #include "snapcache/store.h"
 
 namespace snapcache {

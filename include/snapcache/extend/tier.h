@@ -10,10 +10,9 @@
 #include <string>
 
 #include "snapcache/export.h"
-#include "snapcache/host_storage.h"
-#include "snapcache/publication.h"
-#include "snapcache/report.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/snapshot.h"
+#include "snapcache/pipeline.h"
 
 namespace snapcache {
 

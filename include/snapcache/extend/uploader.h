@@ -8,7 +8,7 @@
 #include <string>
 
 #include "snapcache/export.h"
-#include "snapcache/host_storage.h"
+#include "snapcache/extend/host_storage.h"
 
 namespace snapcache {
 

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/key.h"
+#include "snapcache/manifest.h"
+#include "snapcache/pipeline.h"
 #include "snapcache/store.h"
 
 namespace snapcache {
-
-// Ordered: the order of publication is the order of loading.
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // The torch this process runs: version, CUDA runtime version, C++ ABI. Part of every Key.
 SNAPCACHE_API TorchIdentity current_torch_identity();

@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "snapcache/export.h"
-#include "snapcache/uploader.h"
+#include "snapcache/extend/uploader.h"
 
 namespace snapcache {
 

@@ -1,6 +1,8 @@
-// Post-load methods: the quantizer layout steps that run on CPU tensors after the weights exist
-// (cold: from the ordinary loader; warm: from the snapshot) and before upload. Because they run on
-// both paths over identical inputs, cold and warm loads give bit-identical results.
+// The post-load method seam, for people who write methods (the built-in methods and the precision
+// policy a plan lists are in snapcache/pipeline.h). Post-load methods: the quantizer layout steps
+// that run on CPU tensors after the weights exist (cold: from the ordinary loader; warm: from the
+// snapshot) and before upload. Because they run on both paths over identical inputs, cold and
+// warm loads give bit-identical results.
 #pragma once
 
 #include <memory>
@@ -8,7 +10,7 @@
 #include <vector>
 
 #include "snapcache/export.h"
-#include "snapcache/snapshot.h"
+#include "snapcache/pipeline.h"
 
 namespace snapcache {
 
@@ -52,34 +54,5 @@ class SNAPCACHE_API PostLoadMethod {
   // version are never lent (GPU retention tier) to a consumer that runs another.
   virtual std::string version() const { return {}; }
 };
-
-enum class WeightLayout { row_major, column_major };
-
-// INT8 per-row quantized linear weights: "<p>.weight" (int8, [N, K]) with "<p>.weight_scale"
-// stored with its constructor shape (N, 1) in float32. Flattens the scale to (N,), and gives the
-// weight the column-major layout (t().contiguous().t()) when the kernel wants it.
-SNAPCACHE_API std::shared_ptr<PostLoadMethod> int8_row_scale_method(WeightLayout weight_layout = WeightLayout::row_major);
-
-// FP8 (e4m3fn) block-scaled weights: "<p>.weight" [N, K] row-major with "<p>.weight_scale"
-// float32 [ceil(N/128), ceil(K/128)], one scale per 128x128 block. Checks the block grid and
-// gives the scales the column-major (MN-major) layout that block-scaled GEMM kernels read. Other
-// block sizes or weight layouts are rejected with an error that names the tensor.
-SNAPCACHE_API std::shared_ptr<PostLoadMethod> fp8_block_scale_method(std::int64_t block_rows = 128, std::int64_t block_cols = 128);
-
-// FP16 and INT8 layout conversion of the 2-d tensors whose names end with one of `suffixes`.
-// Other dtypes under those names are rejected with an error that names the tensor.
-SNAPCACHE_API std::shared_ptr<PostLoadMethod> layout_method(std::vector<std::string> suffixes, WeightLayout layout);
-
-// Mixed precision: the first rule whose suffix ends a tensor's name gives the dtypes it may have.
-struct PrecisionRule {
-  std::string suffix;
-  std::vector<DType> allowed;
-};
-struct PrecisionPolicy {
-  std::string name;  // part of the cache key, e.g. "w8a16-fp8mlp"
-  std::vector<PrecisionRule> rules;
-};
-// Every tensor must match a rule and have one of its dtypes; the error names the tensor.
-SNAPCACHE_API Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy);
 
 }  // namespace snapcache
