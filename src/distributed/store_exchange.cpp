@@ -108,36 +108,46 @@ class StoreExchange final : public RankGroup {
       values.reserve(keys.size());
       for (const auto& slice : slices)
         for (auto& v : store_->multiGet(slice)) values.push_back(std::move(v));
-      // Counted for the rank that serves the store, so it does not leave before everyone has read
-      // (a rank's leaving message included).
-      store_->add(fmt::format("{}/read", round), 1);
+      // What the ranks said (no store access): their messages, or why this round ends.
+      std::optional<Status> ended;
       std::vector<std::string> out;
       out.reserve(keys.size());
-      for (std::size_t r = 0; r < values.size(); ++r) {
+      for (std::size_t r = 0; r < values.size() && !ended; ++r) {
         const std::vector<std::uint8_t>& v = values[r];
         if (!v.empty() && v[0] == kLeaving)
-          return Status(StatusCode::invalid_argument,
-                        fmt::format("rank {} left the group: {}", r,
-                                    std::string(v.begin() + 1, v.begin() + std::min(v.size(), kMaxReasonBytes + 1))));
-        if (v.empty() || v[0] != kMessage)
-          return Status(StatusCode::invalid_argument,
-                        fmt::format("rank {}'s key in round {} holds {} bytes that no rank of a group writes: another "
-                                    "process wrote them (anyone who reaches the store's port can)",
-                                    r, round, v.size()));
-        out.emplace_back(v.begin() + 1, v.end());
+          ended = Status(StatusCode::invalid_argument,
+                         fmt::format("rank {} left the group: {}", r,
+                                     std::string(v.begin() + 1, v.begin() + std::min(v.size(), kMaxReasonBytes + 1))));
+        else if (v.empty() || v[0] != kMessage)
+          ended = Status(StatusCode::invalid_argument,
+                         fmt::format("rank {}'s key in round {} holds {} bytes that no rank of a group writes: another "
+                                     "process wrote them (anyone who reaches the store's port can)",
+                                     r, round, v.size()));
+        else
+          out.emplace_back(v.begin() + 1, v.end());
       }
-      // A key only every rank has read can go: this rank is past round-1's wait, and so is every
-      // rank that set round's key. Deleting our own key of two rounds ago keeps the store small.
-      if (round >= 2) {
-        (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
-        if (rank_ == 0)
-          for (const std::string& key :
-               {fmt::format("{}/read", round - 2), fmt::format("{}/gave_up", round - 2), arrivals_key(round - 2)})
-            (void)guarded([&]() -> Result<bool> { return store_->deleteKey(key); });
+      Status held = Status::ok();
+      if (!ended) {
+        // A key only every rank has read can go: this rank is past round-1's wait, and so is every
+        // rank that set round's key. Deleting our own key of two rounds ago keeps the store small.
+        if (round >= 2) {
+          (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
+          if (rank_ == 0)
+            for (const std::string& key :
+                 {fmt::format("{}/read", round - 2), fmt::format("{}/gave_up", round - 2), arrivals_key(round - 2)})
+              (void)guarded([&]() -> Result<bool> { return store_->deleteKey(key); });
+        }
+        last_round_ = {round, size_};
+        held = membership_.unchallenged(*store_);  // claimed meanwhile?
       }
-      last_round_ = {round, size_};
+      // Counted for the rank that serves the store, so it does not leave before everyone has read
+      // (a rank's leaving message included). The last request of this rank's round: the serving
+      // rank may take the store down as soon as the count is full, and a request after it would
+      // then fail with a closed connection instead of the group's own reason.
+      store_->add(fmt::format("{}/read", round), 1);
+      if (ended) return *ended;
       // Claimed meanwhile: the others learn it from this rank's message in the next round.
-      if (Status held = membership_.unchallenged(*store_); !held) return post_leaving(round + 1, held);
+      if (!held) return post_leaving(round + 1, held);
       return out;
     });
     if (!result) {
