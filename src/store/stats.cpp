@@ -110,16 +110,37 @@ std::string stats_path(const std::string& dir) { return dir + "/" + kStatsFile; 
 // read into memory (a sparse 1 TiB file, say), and the next update replaces it.
 constexpr std::uint64_t kMaxStatsBytes = 64 * 1024;
 
-// A few short tries: another process holds the lock for a moment, a stuck one must not stall a
-// load.
-Status lock_briefly(FileSystem& fs, int fd) {
-  Status st;
-  for (int attempt = 0; attempt < 40; ++attempt) {
-    st = fs.lock(fd, LockMode::exclusive, LockWait::no_wait);
-    if (st || st.code() != StatusCode::busy) return st;
-    std::this_thread::sleep_for(std::chrono::microseconds(250));
+// How long a count waits for another process's update. A lookup is on a load's critical path:
+// a few short tries, so a stuck process never stalls a load, at the price of losing the count
+// when many ranks look up at once. A publication or an eviction has already spent far longer
+// writing or removing an entry, and the ranks of a TP group publish at the same moment: those
+// wait up to two seconds, so the counts `snapcache stats` shows for them hold.
+std::chrono::microseconds patience_of(Counter counter) {
+  switch (counter) {
+    case Counter::hit:
+    case Counter::miss:
+    case Counter::damaged:
+    case Counter::fallback: return std::chrono::milliseconds(10);
+    case Counter::published:
+    case Counter::already_present:
+    case Counter::publish_skipped:
+    case Counter::publish_failed:
+    case Counter::evicted: return std::chrono::seconds(2);
   }
-  return st;
+  return std::chrono::milliseconds(10);
+}
+
+// Tries without blocking until `patience` has passed: flock has no timeout, and a blocking wait
+// on a stuck holder would never return.
+Status lock_within(FileSystem& fs, int fd, std::chrono::microseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::microseconds(250);
+  for (;;) {
+    Status st = fs.lock(fd, LockMode::exclusive, LockWait::no_wait);
+    if (st || st.code() != StatusCode::busy || std::chrono::steady_clock::now() >= deadline) return st;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
 }
 
 // Writers take turns on the cache directory itself (flock(LOCK_EX) on it while they read, count
@@ -127,10 +148,10 @@ Status lock_briefly(FileSystem& fs, int fd) {
 // is about to replace and none would wait for another. Not on a lock file either: a directory has
 // no hard links and cannot be swapped for a link inside the cache, and nothing else in the store
 // locks the cache directory.
-Result<UniqueFd> lock_counters(FileSystem& fs, const std::string& dir) {
+Result<UniqueFd> lock_counters(FileSystem& fs, const std::string& dir, std::chrono::microseconds patience) {
   auto fd = fs.open_directory(dir);
   if (!fd) return fd.status();
-  SNAPCACHE_RETURN_IF_ERROR(lock_briefly(fs, fd->get()));
+  SNAPCACHE_RETURN_IF_ERROR(lock_within(fs, fd->get(), patience));
   return fd;
 }
 
@@ -160,7 +181,7 @@ std::uint64_t counter_value(const json& j, const char* name) {
 
 void bump_counter(const std::string& cache_directory, Counter counter) {
   FileSystem& fs = side_fs();
-  auto lock = lock_counters(fs, cache_directory);
+  auto lock = lock_counters(fs, cache_directory, patience_of(counter));
   if (!lock) return;
   const std::string path = stats_path(cache_directory);
   json j = read_json(fs, path);
@@ -184,7 +205,7 @@ Result<CacheCounters> read_counters(const std::string& cache_directory) {
 
 Status zero_counters(const std::string& cache_directory) {
   FileSystem& fs = side_fs();
-  auto lock = lock_counters(fs, cache_directory);
+  auto lock = lock_counters(fs, cache_directory, std::chrono::seconds(2));
   if (!lock) return lock.status();
   json j = json::object();
   j["since_unix_ns"] = util::now_unix_ns();

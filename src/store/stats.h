@@ -3,7 +3,8 @@
 // the counts of each of the last 7 days' hours (CacheCounters::history).
 //
 // Counting must never slow or fail a load: updates go through the POSIX file system (never an
-// injected one), give up after a few milliseconds of contention, skip fsync, and ignore errors. A
+// injected one), skip fsync, and ignore errors; a lookup's count gives up after 10 ms of
+// contention, a publication's or an eviction's (off the load's path) after 2 s. A
 // file torn by a crash reads as zeros. Each update replaces the file whole (a temporary file
 // renamed over it, util/atomic_file.h), never writes it in place, so a hard link or symlink
 // planted as stats.json never carries counter bytes to a file outside the cache, and a reader
