@@ -31,8 +31,8 @@ enum class Says {
 // person (`noun`, what a person calls it, the name when null; `says`). Each record lists its
 // fields once, in the order of the canonical encoding (src/format/key_codec.h), as `fields()`;
 // the encoding, its decoding, key diffs and their words, the command's renderings and the Python
-// bindings all walk that list, so a new field is one member and one line here (and a format
-// version: snapcache/manifest.h).
+// bindings all walk that list, so a new field is one member and one line here (and the encoding
+// version, kKeyEncodingVersion below).
 template <class Record, class T>
 struct Field {
   const char* name;
@@ -123,6 +123,12 @@ struct TorchIdentity {
                       Field{"cxx_abi", &TorchIdentity::cxx_abi, "torch's C++ ABI"}};
   }
 };
+
+// The version of Key's encoding (encode_key): bumped with any change to Key::fields() or to a
+// field's type, so a key file of another version reads as "not readable by this snapcache" instead
+// of as garbage. A new key field is then a member, a line in fields() and this number (here), its
+// value (src/pipeline/plan_key.cpp) and its stub (python/snapcache/_core.pyi): three files.
+inline constexpr std::uint8_t kKeyEncodingVersion = 1;
 
 struct Key {
   std::vector<CheckpointFile> checkpoint;

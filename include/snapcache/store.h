@@ -106,15 +106,10 @@ class SNAPCACHE_API Snapshot {
   const Manifest& manifest() const;
   // Start of storage `index` in this process's private copy-on-write mapping.
   std::byte* storage_data(std::uint32_t index) const;
-  // Data file `file` (an index into manifest().files) opened read-only: the very file whose
-  // identity the lookup checked and mapped, open as long as this snapshot lives. For readers that
-  // bypass the mapping (the upload engine reads untouched storages with pread).
-  int data_file_descriptor(std::uint32_t file) const;
-  // The store's file system, alive as long as this snapshot: read the descriptors through it, so
-  // a wrapper (a fault injector, a tracer) sees every read of a load.
-  FileSystem& file_system() const;
-  // Its path, for messages; read through the descriptor, which cannot have been swapped.
+  // Data file `file`'s path, for messages. To read the files the lookup checked (by their open
+  // descriptors, which cannot have been swapped): stored_files() in <snapcache/extend/stored_file.h>.
   std::string data_file_path(std::uint32_t file) const;
+  const Impl& impl() const { return *impl_; }  // for the store's own files
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -27,9 +27,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "snapcache/key.h"
+
 namespace snapcache::format {
 
 inline constexpr std::string_view kKeyMagic = "SNAPKEY";
-inline constexpr std::uint8_t kKeyEncodingVersion = 1;
+using snapcache::kKeyEncodingVersion;  // next to Key::fields(), snapcache/key.h
 
 }  // namespace snapcache::format

@@ -195,11 +195,10 @@ class StagedUploader final : public Uploader {
   std::string name() const override { return "staged upload engine"; }
   UploaderTraits traits(c10::Device device) const override {
     // On other devices it is the plain copy.
-    return {.converts_layouts = device.is_cuda() && options_.convert_layouts,
-            .checks_files = device.is_cuda() && options_.check_files};
+    return {.converts_layouts = device.is_cuda() && options_.convert_layouts};
   }
 
-  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
     if (!device.is_cuda()) {
       for (const HostStorage& s : host.storages)
         if (s.pending)
@@ -223,8 +222,8 @@ class StagedUploader final : public Uploader {
     if (!arena)
       return arena.status().with_context("device allocation of " + std::to_string(plan->destination_bytes) + " bytes");
     SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device));
-    return guarded([&]() -> Result<NamedTensors> {
-      return views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets));
+    return guarded([&]() -> Result<Uploaded> {
+      return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked};
     });
   }
 
@@ -232,10 +231,13 @@ class StagedUploader final : public Uploader {
   Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device) {
     if (plan.units.empty()) return Status::ok();
     auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, options_.chunk_bytes);
-    // One worker per 256 MiB, at least two: each pins its buffers, and in a new process pinning a
-    // worker's buffers costs more than the worker saves on a small load.
+    // By default one worker per 256 MiB, at least two: each pins its buffers, and in a new process
+    // pinning a worker's buffers costs more than the worker saves on a small load. A thread count
+    // the caller set is taken as it is (up to one worker per unit).
     const std::size_t wanted = options_.threads ? options_.threads : util::worker_count();
-    const std::size_t by_size = std::max<std::size_t>(2, (plan.destination_bytes + kBytesPerWorker - 1) / kBytesPerWorker);
+    const std::size_t by_size =
+        options_.threads ? options_.threads
+                         : std::max<std::size_t>(2, (plan.destination_bytes + kBytesPerWorker - 1) / kBytesPerWorker);
     const std::size_t workers = std::min({wanted, by_size, pool->capacity() / 2, plan.units.size()});
     const bool converts = gpu::converts(plan);
     const auto device_index = static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index());
@@ -361,15 +363,14 @@ class StagedUploader final : public Uploader {
   }
 
   // The direct path's units (gpu::choose_direct_units), each of their files mapped read-only and
-  // shared through its FileSystem; a file that cannot be mapped goes through the buffers.
+  // shared (StoredFile::map); a file that cannot be mapped goes through the buffers.
   std::vector<bool> direct_units(const gpu::StagingPlan& plan, std::vector<std::optional<MappedRegion>>& mapped) const {
     std::vector<bool> direct = gpu::choose_direct_units(plan, options_.direct_share);
     for (std::size_t i = 0; i < plan.units.size(); ++i) {
       if (!direct[i]) continue;
       const std::uint32_t s = plan.units[i].source;
       if (!mapped[s]) {
-        const gpu::StagingPlan::Source& src = plan.sources[s];
-        auto region = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+        auto region = plan.sources[s].file->map();
         if (region) {
           mapped[s].emplace(std::move(*region));
         } else {

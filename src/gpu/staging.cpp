@@ -4,13 +4,9 @@
 #include <cstring>
 #include <map>
 
-#include "store/chunk_hashing.h"
 #include "util/align.h"
 #include "util/fmt.h"
-#include "util/hash.h"
-#include "snapcache/extend/file_system.h"
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/manifest.h"
 
 namespace snapcache::gpu {
 namespace {
@@ -19,19 +15,6 @@ using util::align_up;
 using util::div_up;
 
 using Plan = StagingPlan;
-
-// Reads through the seam, so a wrapping file system sees (and may fail) the staged read of a load.
-Status read_fully(FileSystem& fs, int fd, std::byte* out, std::uint64_t offset, std::uint64_t bytes) {
-  while (bytes > 0) {
-    auto n = fs.pread(fd, out, bytes, offset);
-    if (!n) return n.status().with_context("reading a snapshot data file");
-    if (*n == 0) return Status(StatusCode::damaged, "a snapshot data file ends early");
-    out += *n;
-    offset += *n;
-    bytes -= *n;
-  }
-  return Status::ok();
-}
 
 // The rows of a transpose need that begin in [begin, end): [first, last).
 std::pair<std::uint64_t, std::uint64_t> rows_begun_in(const Plan::Need& n, std::uint64_t begin, std::uint64_t end) {
@@ -67,19 +50,18 @@ void add_units(Plan& plan, std::uint32_t source, const std::vector<std::uint32_t
 
 Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files) {
   Plan plan;
-  std::map<int, std::uint32_t> file_sources;
+  std::map<const StoredFile*, std::uint32_t> file_sources;
   std::vector<std::vector<std::uint32_t>> needs_of;  // per source
-  auto file_source = [&](const FileRegion& f) {
-    auto [it, added] = file_sources.emplace(f.fd, static_cast<std::uint32_t>(plan.sources.size()));
+  auto file_source = [&](const StoredBytes& f) {
+    auto [it, added] = file_sources.emplace(f.file.get(), static_cast<std::uint32_t>(plan.sources.size()));
     if (added) {
-      plan.sources.push_back({f.fs, f.fd, nullptr, f.data_file && check_files ? f.data_file->size : 0,
-                              check_files ? f.data_file : nullptr});
+      plan.sources.push_back({f.file.get(), check_files, nullptr, check_files ? f.file->size() : 0});
       needs_of.emplace_back();
     }
     return it->second;
   };
   auto memory_source = [&](const std::byte* p, std::uint64_t bytes) {
-    plan.sources.push_back({nullptr, -1, p, bytes, nullptr});
+    plan.sources.push_back({nullptr, false, p, bytes});
     needs_of.emplace_back();
     return static_cast<std::uint32_t>(plan.sources.size() - 1);
   };
@@ -90,8 +72,8 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
 
   for (const HostStorage& s : host.storages) {
     for (const auto* f : {s.file ? &*s.file : nullptr, s.pending && s.pending->source_file ? &*s.pending->source_file : nullptr})
-      if (f != nullptr && f->fs == nullptr)
-        return Status(StatusCode::invalid_argument, "a file region names no file system to read it through");
+      if (f != nullptr && f->file == nullptr)
+        return Status(StatusCode::invalid_argument, "a storage's stored bytes name no file");
     const std::uint64_t dst = plan.destination_bytes;
     plan.storage_offsets.push_back(dst);
     plan.destination_bytes = align_up(dst + s.nbytes, kDestinationAlignment);
@@ -137,8 +119,8 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
       add_units(plan, i, needs_of[i], 0, src.size, unit, false);
       continue;
     }
-    if (src.data_file != nullptr) {
-      const std::uint64_t chunk = src.data_file->chunk_size;
+    if (src.checked) {
+      const std::uint64_t chunk = src.file->chunk_bytes();
       const std::uint64_t unit = chunk == 0 ? 0 : (buffer_bytes - tail) / chunk * chunk;
       if (unit == 0)
         return Status(StatusCode::unsupported,
@@ -146,7 +128,7 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
                                   buffer_bytes - tail));
       if (end > src.size)
         return Status(StatusCode::invalid_argument,
-                      fmt::format("a storage reaches past the end of data file {}", src.data_file->name));
+                      fmt::format("a storage reaches past the end of {}", src.file->name()));
       add_units(plan, i, needs_of[i], 0, src.size, unit, true);  // every chunk, so every byte is checked
       plan.bytes_checked += src.size;
     } else {
@@ -169,17 +151,11 @@ bool converts(const StagingPlan& plan) {
 
 namespace {
 
-// Checks the chunks of a data file's unit, whose bytes start at `staged` (the unit's first byte).
+// Checks the chunks of a checked file's unit, whose bytes start at `staged` (the unit's first
+// byte). Units are whole chunks (plan_staging).
 Status check_chunks(const Plan& plan, const Plan::Unit& unit, const std::byte* staged) {
-  const DataFile* df = plan.sources[unit.source].data_file;
-  if (df == nullptr) return Status::ok();
-  // Units are whole chunks (plan_staging): chunk c covers store::chunk_range(*df, c).
-  for (std::uint64_t c = unit.begin / df->chunk_size; c < store::chunk_count(*df); ++c) {
-    const auto [at, bytes] = store::chunk_range(*df, c);
-    if (at >= unit.end) break;
-    SNAPCACHE_RETURN_IF_ERROR(store::check_chunk(*df, c, util::xxh3_64(staged + (at - unit.begin), bytes)));
-  }
-  return Status::ok();
+  const Plan::Source& src = plan.sources[unit.source];
+  return src.checked ? src.file->check(unit.begin, unit.end, staged) : Status::ok();
 }
 
 // Serves each need of a unit from `staged`, the unit's first byte (its buffer, or where it lies in
@@ -214,7 +190,7 @@ Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, 
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];
   if (src.memory == nullptr) {
-    SNAPCACHE_RETURN_IF_ERROR(read_fully(*src.fs, src.fd, read, unit.begin, unit.read_end - unit.begin));
+    SNAPCACHE_RETURN_IF_ERROR(src.file->read(read, unit.begin, unit.read_end - unit.begin));
     SNAPCACHE_RETURN_IF_ERROR(check_chunks(plan, unit, read));
   }
   return serve_needs(plan, unit, read, read, sink);

@@ -1,6 +1,6 @@
 // What the upload engine stages, and how, without CUDA: the destination layout (one arena, each
 // storage at an aligned offset), the units of work (ranges of a source that fit one staging
-// buffer: a snapshot data file read in whole checksum chunks through the store's FileSystem, or
+// buffer: a stored file read in whole checksum chunks (StoredFile, through its FileSystem), or
 // host memory), and what each unit does with its bytes (checks its chunks, copies storages, hands
 // the raw rows of pending layout conversions to the sink, which transposes them where it writes:
 // on the GPU for the engine). The engine runs the units on CUDA streams; the tests run them into
@@ -11,9 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "snapcache/extend/file_system.h"
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/manifest.h"
+#include "snapcache/extend/stored_file.h"
 #include "snapcache/status.h"
 
 namespace snapcache::gpu {
@@ -34,14 +33,13 @@ class StagingSink {
 };
 
 struct StagingPlan {
-  // A source of bytes: an open snapshot data file, read through `fs` (checked chunk by chunk when
-  // `data_file` is set), or host memory.
+  // A source of bytes: a stored file (checked chunk by chunk when `checked`), or host memory. The
+  // host storages the plan was made from keep the files alive.
   struct Source {
-    FileSystem* fs = nullptr;
-    int fd = -1;
+    const StoredFile* file = nullptr;
+    bool checked = false;
     const std::byte* memory = nullptr;
     std::uint64_t size = 0;
-    const DataFile* data_file = nullptr;
   };
   // Bytes [begin, end) of a source go to the destination at `dst`: copied as they are, or, when
   // `cols` is set, as the transpose of the row-major [rows, cols] matrix of `element_size`-byte
@@ -71,14 +69,14 @@ struct StagingPlan {
   std::vector<Unit> units;
   std::vector<std::uint64_t> storage_offsets;  // in the destination, per host storage
   std::uint64_t destination_bytes = 0;
-  std::uint64_t bytes_checked = 0;  // the sizes of the data files checked chunk by chunk
+  std::uint64_t bytes_checked = 0;  // the sizes of the stored files checked chunk by chunk
 };
 
 // Destination offsets are multiples of this, as cudaMalloc's allocations are.
 inline constexpr std::uint64_t kDestinationAlignment = 512;
 
-// The plan for staging buffers of `buffer_bytes`; with `check_files`, every chunk of each data file
-// a FileRegion names is read and checked. Fails (unsupported) when a matrix row of a pending
+// The plan for staging buffers of `buffer_bytes`; with `check_files`, every chunk of each stored
+// file a storage names is read and checked. Fails (unsupported) when a matrix row of a pending
 // conversion, or a file's checksum chunk, does not fit a buffer with room to spare.
 Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true);
 

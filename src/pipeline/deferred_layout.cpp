@@ -73,7 +73,7 @@ Status DeferredLayouts::materialize(const NamedTensors& tensors, const std::vect
 }
 
 std::optional<PendingTranspose> DeferredLayouts::pending(const c10::StorageImpl* storage,
-                                                         const std::map<const void*, FileRegion>& files) const {
+                                                         const StoredOf& stored_of) const {
   auto it = pending_.find(storage);
   if (it == pending_.end()) return std::nullopt;
   const at::Tensor& s = it->second.source;
@@ -82,8 +82,8 @@ std::optional<PendingTranspose> DeferredLayouts::pending(const c10::StorageImpl*
   out.rows = static_cast<std::uint64_t>(s.size(0));
   out.cols = static_cast<std::uint64_t>(s.size(1));
   out.element_size = static_cast<std::uint64_t>(s.element_size());
-  if (auto f = files.find(s.storage().data()); f != files.end()) {
-    out.source_file = f->second;
+  if (const StoredBytes* stored = stored_of(s.storage().unsafeGetStorageImpl())) {
+    out.source_file = *stored;
     out.source_file->offset += static_cast<std::uint64_t>(s.storage_offset()) * out.element_size;
   }
   return out;

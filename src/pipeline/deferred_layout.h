@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <optional>
 #include <unordered_map>
 
@@ -47,9 +48,10 @@ class DeferredLayouts {
   // empty), so code that reads them sees the converted bytes.
   Status materialize(const NamedTensors& tensors, const std::vector<std::string>& names = {});
 
-  // The pending conversion of a storage, with the source's file region when `files` has one.
-  std::optional<PendingTranspose> pending(const c10::StorageImpl* storage,
-                                          const std::map<const void*, FileRegion>& files) const;
+  // Where a served storage's bytes also lie (HostStorage::file), or nullptr.
+  using StoredOf = std::function<const StoredBytes*(const c10::StorageImpl*)>;
+  // The pending conversion of a storage, with where its source lies when `stored_of` knows.
+  std::optional<PendingTranspose> pending(const c10::StorageImpl* storage, const StoredOf& stored_of) const;
   bool empty() const { return pending_.empty(); }
 
  private:

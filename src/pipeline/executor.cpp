@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "snapcache/extend/gpu_upload.h"
@@ -18,8 +19,6 @@
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/key.h"
-#include "snapcache/maintenance.h"
-#include "snapcache/manifest.h"
 #include "snapcache/pipeline.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
@@ -65,20 +64,30 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
     if (report.entry_id.empty()) report.entry_id = a.entry_id;
 }
 
-// Post-load methods and precision checks, the same on every host path; then the host storages,
-// each marked with whether a method wrote it (so an uploader never sends it from a file). With
-// `deferred`, layout conversions are left pending for the uploader to write (see
-// pipeline/deferred_layout.h); a method that may read their bytes gets them written first.
-// The storages a tier served. They are held until the load ends: a storage freed by a method could
-// otherwise hand its address to a new one.
-struct ServedStorages {
-  std::vector<c10::Storage> held;
-  std::unordered_set<const c10::StorageImpl*> set;
-  explicit ServedStorages(const NamedTensors& tensors) {
-    for (const auto& [_, t] : tensors)
-      if (t.has_storage() && set.insert(t.storage().unsafeGetStorageImpl()).second) held.push_back(t.storage());
+// The storages a tier served (its answer's HostStorages), by storage. They are held until the
+// load ends: a storage freed by a method could otherwise hand its address to a new one.
+class ServedStorages {
+ public:
+  explicit ServedStorages(const HostStorages& served) : served_(served) {
+    for (const HostStorage& s : served_.storages) index_.emplace(s.owner.unsafeGetStorageImpl(), &s);
   }
-  bool contains(const at::Tensor& t) const { return t.has_storage() && set.count(t.storage().unsafeGetStorageImpl()); }
+  const HostStorage* find(const c10::StorageImpl* storage) const {
+    auto it = index_.find(storage);
+    return it == index_.end() ? nullptr : it->second;
+  }
+  bool contains(const at::Tensor& t) const { return t.has_storage() && find(t.storage().unsafeGetStorageImpl()); }
+  // Where a served storage's bytes also lie, unless a method may have written it.
+  const StoredBytes* stored(const c10::StorageImpl* storage) const {
+    const HostStorage* s = find(storage);
+    return s != nullptr && s->file && !written_.count(storage) ? &*s->file : nullptr;
+  }
+  void written_in_place(const c10::StorageImpl* storage) { written_.insert(storage); }
+  bool written(const c10::StorageImpl* storage) const { return written_.count(storage) > 0; }
+
+ private:
+  const HostStorages& served_;
+  std::unordered_map<const c10::StorageImpl*, const HostStorage*> index_;
+  std::unordered_set<const c10::StorageImpl*> written_;
 };
 
 // The plan's interrupt check (LoadPlan::interrupt_check), asked between two stages; its failure
@@ -89,20 +98,30 @@ Status interruption(const LoadPlan& plan, const std::string& next) {
   return st ? st : st.with_context("interrupted before " + next);
 }
 
+// A load under way: what its tiers see, and the publication a tier kept it with (Tier::keep).
+struct Load {
+  LoadContext context;
+  Publication publication;
+};
+
 // Waits for the load's background publication and records its outcome as a blocking one would.
-void await_publication(LoadContext& load, const std::string& why) {
-  if (!load.publication.started() || load.report.publish) return;
-  StageTimer stage(load.report, "publish (wait: " + why + ")");
-  const std::string note = pipeline::record_publication(load.report.publish.emplace(load.publication.wait()), stage);
-  if (!note.empty()) load.report.reason += (load.report.reason.empty() ? "" : "; ") + note;
+void await_publication(Load& load, const std::string& why) {
+  LoadReport& report = load.context.report;
+  if (!load.publication.started() || report.publish) return;
+  StageTimer stage(report, "publish (wait: " + why + ")");
+  const std::string note = pipeline::record_publication(report.publish.emplace(load.publication.wait()), stage);
+  if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
   load.publication = Publication();
 }
 
-Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, const ServedStorages& served,
-                                     const std::map<const void*, FileRegion>& files,
+// Post-load methods and precision checks, the same on every host path; then the host storages,
+// each marked with whether a method wrote it (so an uploader never sends it from a file). With
+// `deferred`, layout conversions are left pending for the uploader to write (see
+// pipeline/deferred_layout.h); a method that may read their bytes gets them written first.
+Result<HostStorages> prepare_on_host(Load& load, NamedTensors& tensors, ServedStorages& served,
                                      pipeline::DeferredLayouts* deferred) {
-  const LoadPlan& plan = load.plan;
-  LoadReport& report = load.report;
+  const LoadPlan& plan = load.context.plan;
+  LoadReport& report = load.context.report;
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
 
   // A method that may write in place must not change bytes a publication is still writing.
@@ -121,7 +140,11 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
         SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
                                                                 : deferred->materialize(tensors));
       if (properties.writes == PostLoadWrites::may_write_in_place)
-        for (auto& name : targets) written_in_place.insert(std::move(name));
+        for (auto& [name, t] : tensors)
+          if (std::find(targets.begin(), targets.end(), name) != targets.end()) {
+            if (t.has_storage()) served.written_in_place(t.storage().unsafeGetStorageImpl());
+            written_in_place.insert(name);
+          }
       return method->apply(tensors);
     });
     if (!st) return post.fail(st.with_context(context));
@@ -137,11 +160,13 @@ Result<HostStorages> prepare_on_host(LoadContext& load, NamedTensors& tensors, c
 
   auto host = describe_host_storages(tensors);
   if (!host) return host.status().with_context("after post-load");
+  const auto stored_of = [&](const c10::StorageImpl* storage) { return served.stored(storage); };
   for (HostStorage& s : host->storages) {
-    s.written_by_post_load = !served.set.count(s.owner.unsafeGetStorageImpl());
+    const c10::StorageImpl* storage = s.owner.unsafeGetStorageImpl();
+    s.written_by_post_load = served.find(storage) == nullptr || served.written(storage);
     for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
-    if (auto it = files.find(s.data); it != files.end() && !s.written_by_post_load) s.file = it->second;
-    if (deferred != nullptr) s.pending = deferred->pending(s.owner.unsafeGetStorageImpl(), files);
+    if (const StoredBytes* stored = stored_of(storage); stored != nullptr && !s.written_by_post_load) s.file = *stored;
+    if (deferred != nullptr) s.pending = deferred->pending(storage, stored_of);
   }
   return host;
 }
@@ -154,23 +179,13 @@ Status materialize_pending(pipeline::DeferredLayouts* deferred, const NamedTenso
   return Status::ok();
 }
 
-// The bytes of the served entry's data files, and of those an uploader that checks files reads
-// (every data file a storage of the load still comes from).
-std::pair<std::uint64_t, std::uint64_t> data_file_bytes(const std::map<const void*, FileRegion>& files,
-                                                        const HostStorages& host) {
-  std::map<const DataFile*, std::uint64_t> all, read;
-  for (const auto& [_, f] : files)
-    if (f.data_file != nullptr) all[f.data_file] = f.data_file->size;
-  for (const HostStorage& s : host.storages) {
-    const FileRegion* f = s.file ? &*s.file : s.pending && s.pending->source_file ? &*s.pending->source_file : nullptr;
-    if (f != nullptr && f->data_file != nullptr) read[f->data_file] = f->data_file->size;
-  }
-  auto sum = [](const auto& m) {
-    std::uint64_t total = 0;
-    for (const auto& [_, bytes] : m) total += bytes;
-    return total;
-  };
-  return {sum(all), sum(read)};
+// The bytes of the files the served storages also lie in (each file once).
+std::uint64_t stored_file_bytes(const HostStorages& served) {
+  std::set<const StoredFile*> files;
+  std::uint64_t total = 0;
+  for (const HostStorage& s : served.storages)
+    if (s.file && files.insert(s.file->file.get()).second) total += s.file->file->size();
+  return total;
 }
 
 // Below this the plain copy is as fast: the engine's first load in a process pins its staging
@@ -185,31 +200,27 @@ std::shared_ptr<Uploader> default_uploader(c10::Device device, std::uint64_t byt
   return device.is_cuda() && bytes >= kStagedUploadMinBytes ? staged : per_storage_uploader();
 }
 
-Result<NamedTensors> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
-                                 const HostStorages& host) {
+Result<Uploaded> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
+                             const HostStorages& host) {
   auto device = guarded([&] { return uploader.upload(tensors, host, plan.device); });
   if (!device) return device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(), uploader.name()));
-  if (device->size() != tensors.size())
+  if (device->tensors.size() != tensors.size())
     return Status(StatusCode::mismatch, fmt::format("uploader {} returned {} tensors for {}", uploader.name(),
-                                                    device->size(), tensors.size()));
+                                                    device->tensors.size(), tensors.size()));
   return device;
 }
 
 // Uploads with the plan's uploader; when that is not the plain copy and fails, the plain copy
 // uploads instead and the reason says why. A failed upload releases what it allocated.
 // A checksum mismatch is never retried by another uploader: the bytes themselves are bad.
-// `checked` says whether the plan's uploader (not the plain copy after it) did the upload.
-Result<NamedTensors> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
-                            HostStorages& host, pipeline::DeferredLayouts* deferred, LoadReport& report,
-                            bool& by_plan_uploader) {
+Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
+                        HostStorages& host, pipeline::DeferredLayouts* deferred, LoadReport& report) {
   const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
-  by_plan_uploader = false;
   {
     StageTimer stage(report, "upload");
     auto device = upload_with(*uploader, plan, tensors, host);
     if (device) {
       stage.done(bytes);
-      by_plan_uploader = true;
       return device;
     }
     if (uploader == per_storage_uploader() || device.status().code() == StatusCode::damaged)
@@ -290,11 +301,11 @@ Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_
 }
 
 // Post-load, precision and upload of what `served` gave; the tiers that passed may keep it first.
-Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared_ptr<Tier>>& tiers,
+Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Tier>>& tiers,
                                 const std::vector<TierAnswer>& passed, TierAnswer& served,
                                 std::optional<DerivedBuffers>& derived) {
-  const LoadPlan& plan = load.plan;
-  LoadReport& report = load.report;
+  const LoadPlan& plan = load.context.plan;
+  LoadReport& report = load.context.report;
   NamedTensors& tensors = served.tensors;
 
   if (served.residence == Residence::host) {
@@ -310,50 +321,60 @@ Result<NamedTensors> use_served(LoadContext& load, const std::vector<std::shared
     derived = std::move(served.derived);
     return std::move(tensors);
   }
+  // The served storages, as the tier described them (with where they also lie) or described here.
+  if (served.storages.storages.empty() && !tensors.empty()) {
+    auto described = describe_host_storages(tensors);
+    if (!described) return described.status().with_context("the served tensors");
+    served.storages = std::move(*described);
+  }
   // Read from the checkpoint: the tiers that could not serve may keep it for the next load. They
   // see it before post-load, which never writes into these storages while they are kept.
   if (served.provenance == Provenance::source) {
     for (std::size_t i = 0; i < passed.size(); ++i) {
       if (passed[i].outcome != TierOutcome::missed && passed[i].outcome != TierOutcome::unusable) continue;
-      std::string note;
+      Kept kept;
       try {
-        note = tiers[i]->keep(load, tensors);
+        kept = tiers[i]->keep(load.context, tensors);
       } catch (...) {
-        note = fmt::format("{} tier could not keep the weights: {}", tiers[i]->name(),
-                           status_of_current_exception().to_string());
+        kept.note = fmt::format("{} tier could not keep the weights: {}", tiers[i]->name(),
+                                status_of_current_exception().to_string());
       }
-      if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
+      if (!kept.note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + kept.note;
+      if (!kept.publication.started()) continue;
+      // One publication is handed out with the load; another tier's is waited for here.
+      await_publication(load, "the " + tiers[i]->name() + " tier keeps the weights too");
+      load.publication = std::move(kept.publication);
     }
   }
   // The uploader is chosen before post-load, so conversions can be left to one that writes them.
   std::shared_ptr<Uploader> uploader = plan.uploader;
-  if (!uploader) {
-    auto served_host = describe_host_storages(tensors);
-    uploader = default_uploader(plan.device, served_host ? served_host->total_bytes() : 0);
-  }
+  if (!uploader) uploader = default_uploader(plan.device, served.storages.total_bytes());
   pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
-  const ServedStorages served_storages(tensors);
-  auto host = prepare_on_host(load, tensors, served_storages, served.files, defer);
+  ServedStorages served_storages(served.storages);
+  auto host = prepare_on_host(load, tensors, served_storages, defer);
   if (!host) return host.status();
   SNAPCACHE_RETURN_IF_ERROR(interruption(plan, "the upload"));
-  bool by_plan_uploader = false;
-  auto device = upload(plan, uploader, tensors, *host, defer, report, by_plan_uploader);
+  auto device = upload(plan, uploader, tensors, *host, defer, report);
   if (device) {
     if (Status st = interruption(plan, "the refresh hooks"); !st) device = st;
   }
   if (device && load.publication.started()) {
     // Host tensors handed out (a CPU load) could be changed by the caller while still being written.
-    if (std::any_of(device->begin(), device->end(), [&](const auto& nt) { return served_storages.contains(nt.second); }))
+    if (std::any_of(device->tensors.begin(), device->tensors.end(),
+                    [&](const auto& nt) { return served_storages.contains(nt.second); }))
       await_publication(load, "the published host tensors are handed out");
   }
-  if (!device) await_publication(load, "the load failed");
-  if (device && report.path == LoadPath::hit) {
-    auto [total, read] = data_file_bytes(served.files, *host);
-    report.bytes_checked = by_plan_uploader && uploader->traits(plan.device).checks_files ? read : 0;
-    report.bytes_trusted = total - report.bytes_checked;
+  if (!device) {
+    await_publication(load, "the load failed");
+    return device.status();
   }
-  return device;
+  if (report.path == LoadPath::hit) {
+    report.bytes_checked = device->bytes_checked;
+    const std::uint64_t stored = stored_file_bytes(served.storages);
+    report.bytes_trusted = stored > device->bytes_checked ? stored - device->bytes_checked : 0;
+  }
+  return std::move(device->tensors);
 }
 
 // A load that missed and then failed is a failure, not a miss: each tier that missed hears why
@@ -374,6 +395,7 @@ void tell_missed_tiers(LoadContext& load, const std::vector<std::shared_ptr<Tier
 struct LoadEnd {
   bool damaged_here = false;  // this rank's hit failed its checksums while staging
   bool load_again = false;    // load again: this rank's, or in a group any rank's, hit was damaged
+  std::string damage_dealt;   // what the tier that served did with its damaged copy (Tier::damaged)
 };
 
 // The weights on the plan's device; `report` says how, also when it fails. A publication still
@@ -391,26 +413,35 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
     else eligible = pipeline::unidentified_checkpoint(k.status());
   }
   report.not_cached = eligible.not_cached;
-  LoadContext load{plan, store, key ? &*key : nullptr, eligible.reason, report, {}};
+  Load load{LoadContext{plan, store, key ? &*key : nullptr, eligible.reason, report}, {}};
 
   std::optional<pipeline::GroupAgreement> agreement;
   if (plan.group) agreement.emplace(*plan.group, report, pipeline::group_identity(plan, *plan.group));
   const std::vector<std::shared_ptr<Tier>> tiers = plan.tiers.empty() ? default_tiers() : plan.tiers;
   std::vector<TierAnswer> passed;
-  auto served = choose_tier(load, tiers, passed, agreement ? &*agreement : nullptr);
+  auto served = choose_tier(load.context, tiers, passed, agreement ? &*agreement : nullptr);
   // Without a tier every rank agreed on, every rank of a group has the same error: nothing more
   // to agree on.
   if (!served) {
-    tell_missed_tiers(load, tiers, passed, served.status());
+    tell_missed_tiers(load.context, tiers, passed, served.status());
     return served.status();
   }
+  Tier& server = *tiers.at(passed.size());  // every tier before it passed
   decide_path(report, passed, *served);
   if (agreement) agreement->decide_path(*served);
 
   auto device = use_served(load, tiers, passed, *served, derived);
-  if (!device) tell_missed_tiers(load, tiers, passed, device.status());
+  if (!device) tell_missed_tiers(load.context, tiers, passed, device.status());
   end.damaged_here = !device && device.status().code() == StatusCode::damaged && report.path == LoadPath::hit;
   end.load_again = end.damaged_here;
+  // Nothing was handed out: the tier that served deals with its own damaged copy.
+  if (end.damaged_here) {
+    try {
+      end.damage_dealt = server.damaged(load.context, report.entry_id, device.status());
+    } catch (...) {
+      end.damage_dealt = "could not be dealt with: " + status_of_current_exception().to_string();
+    }
+  }
   if (!agreement) {
     publication = load.publication;
     return device;
@@ -423,9 +454,10 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
 }
 
 // A hit whose bytes fail their checksums while staging (bit rot under unchanged file identities)
-// has handed nothing out: the entry is quarantined and the load runs again, which takes the
-// next tier (the checkpoint) and rebuilds the entry. In a group every rank loads again, so the
-// group agrees anew; only the rank whose entry failed quarantines it.
+// has handed nothing out: the tier that served it has dealt with its copy (the snapshot tier
+// quarantines the entry) and the load runs again, which takes the next tier (the checkpoint) and
+// rebuilds the entry. In a group every rank loads again, so the group agrees anew; only the rank
+// whose entry failed deals with it.
 Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport& report, Publication& publication,
                                   std::optional<DerivedBuffers>& derived) {
   LoadEnd end;
@@ -435,9 +467,8 @@ Result<NamedTensors> load_weights(Store* store, const LoadPlan& plan, LoadReport
   const std::string damage = weights.status().message();
   std::string why;
   if (end.damaged_here) {
-    const Status quarantined = quarantine(*store, report.entry_id, "checksum mismatch while staging: " + damage);
-    why = fmt::format("entry {} failed its checksums while staging ({}) and {}", report.entry_id.substr(0, 12), damage,
-                      quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string());
+    why = fmt::format("entry {} failed its checksums while staging ({}){}", report.entry_id.substr(0, 12), damage,
+                      end.damage_dealt.empty() ? "" : " and " + end.damage_dealt);
   } else {
     why = fmt::format("loaded again with the group ({})", damage);
   }

@@ -21,11 +21,11 @@ class PerStorageUploader final : public Uploader {
  public:
   std::string name() const override { return "per-storage copy"; }
 
-  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
-    if (device.is_cpu()) return tensors;
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
+    if (device.is_cpu()) return Uploaded{tensors, 0};
     if (host.storage_of.size() != tensors.size())
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
-    return guarded([&]() -> Result<NamedTensors> {
+    return guarded([&]() -> Result<Uploaded> {
       std::vector<c10::Storage> on_device;
       on_device.reserve(host.storages.size());
       for (const HostStorage& s : host.storages) {
@@ -37,7 +37,7 @@ class PerStorageUploader final : public Uploader {
         }
         on_device.push_back(dst.storage());
       }
-      return views_over(tensors, host, on_device);
+      return Uploaded{views_over(tensors, host, on_device), 0};
     });
   }
 };
@@ -54,7 +54,7 @@ Result<NamedTensors> upload_tensors(const NamedTensors& tensors, c10::Device dev
   if (!host) return host.status().with_context("upload");
   auto out = per_storage_uploader()->upload(tensors, *host, device);
   if (!out) return out.status().with_context(fmt::format("upload to {}", device.str()));
-  return out;
+  return std::move(out->tensors);
 }
 
 }  // namespace snapcache

@@ -43,11 +43,13 @@ class SnapshotTier final : public Tier {
     switch (lk.result) {
       case LookupResult::hit: {
         NamedTensors tensors = tensors_of(lk.snapshot);
+        auto storages = snapshot_storages(lk.snapshot, tensors);
+        if (!storages) return stage.fail(storages.status().with_context("entry " + lk.entry_id));
         // The bytes the lookup read (a rehash), not those it mapped: a mapping reads nothing yet.
         stage.done(lk.bytes_hashed);
         TierAnswer served = TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache,
                                                std::move(lk.reason), std::move(lk.entry_id));
-        served.files = file_regions(lk.snapshot);
+        served.storages = std::move(*storages);
         return served;
       }
       case LookupResult::miss:
@@ -69,21 +71,31 @@ class SnapshotTier final : public Tier {
     record_failed_load(*load.store, *load.key, why.to_string());
   }
 
-  std::string keep(LoadContext& load, const NamedTensors& tensors) override {
+  Kept keep(LoadContext& load, const NamedTensors& tensors) override {
     if (load.store == nullptr || load.key == nullptr) return {};
     // An unavailable store would only skip, and the lookup already gave its reason.
     if (!load.store->unavailable_reason().empty()) return {};
     if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
-      return "not published: " + same.to_string();
+      return {.note = "not published: " + same.to_string(), .publication = {}};
     if (load.plan.publish_in_background) {
       StageTimer stage(load.report, "publish (started)");
-      load.publication = pipeline::publish_in_background(load.store->shared_from_this(), *load.key, tensors);
+      Kept kept{.note = {},
+                .publication = pipeline::publish_in_background(load.store->shared_from_this(), *load.key, tensors)};
       stage.done();
-      return {};
+      return kept;
     }
     StageTimer stage(load.report, "publish");
-    return pipeline::record_publication(load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors)),
-                                        stage);
+    return {.note = pipeline::record_publication(
+                load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors)), stage),
+            .publication = {}};
+  }
+
+  // Bit rot under unchanged file identities: the entry goes to quarantine, so no load maps it
+  // again, and the next load rebuilds it from the checkpoint.
+  std::string damaged(LoadContext& load, const std::string& entry_id, const Status& why) override {
+    if (load.store == nullptr || entry_id.empty()) return {};
+    const Status quarantined = quarantine(*load.store, entry_id, "checksum mismatch while staging: " + why.message());
+    return quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string();
   }
 };
 

@@ -4,7 +4,8 @@ namespace snapcache {
 
 Tier::~Tier() = default;
 
-std::string Tier::keep(LoadContext&, const NamedTensors&) { return {}; }
+Kept Tier::keep(LoadContext&, const NamedTensors&) { return {}; }
+std::string Tier::damaged(LoadContext&, const std::string&, const Status&) { return {}; }
 void Tier::load_failed(LoadContext&, const Status&) {}
 
 TierAnswer TierAnswer::served(NamedTensors tensors, Residence residence, Provenance provenance, std::string reason,

@@ -31,8 +31,6 @@ std::byte* Snapshot::storage_data(std::uint32_t index) const {
   return impl_->mappings.at(s.file).data() + s.offset;
 }
 
-int Snapshot::data_file_descriptor(std::uint32_t file) const { return impl_->data_files.at(file).get(); }
-FileSystem& Snapshot::file_system() const { return *impl_->fs; }
 
 std::string Snapshot::data_file_path(std::uint32_t file) const {
   return impl_->path + "/" + impl_->manifest.files.at(file).name;

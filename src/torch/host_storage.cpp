@@ -79,14 +79,23 @@ NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
   return out;
 }
 
-std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot) {
-  std::map<const void*, FileRegion> files;
+Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot, const NamedTensors& tensors) {
+  auto host = describe_host_storages(tensors);
+  if (!host) return host.status();
   const Manifest& m = snapshot->manifest();
-  for (std::uint32_t i = 0; i < m.storages.size(); ++i)
-    files[snapshot->storage_data(i)] = {snapshot, &snapshot->file_system(),
-                                        snapshot->data_file_descriptor(m.storages[i].file),
-                                        m.storages[i].offset, &m.files[m.storages[i].file]};
-  return files;
+  if (tensors.size() != m.tensors.size())
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("{} tensors for a snapshot of {}", tensors.size(), m.tensors.size()));
+  const std::vector<std::shared_ptr<const StoredFile>> files = stored_files(snapshot);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint32_t record = m.tensors[i].storage;
+    HostStorage& s = host->storages[host->storage_of[i]];
+    if (tensors[i].first != m.tensors[i].name || s.data != snapshot->storage_data(record))
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("tensor '{}' is not the snapshot's tensor {} over its storage", tensors[i].first, i));
+    s.file = StoredBytes{files.at(m.storages[record].file), m.storages[record].offset};
+  }
+  return host;
 }
 
 }  // namespace snapcache

@@ -38,9 +38,8 @@ class EmptyTier final : public snapcache::Tier {
 class CountingUploader final : public snapcache::Uploader {
  public:
   std::string name() const override { return "counting"; }
-  snapcache::Result<snapcache::NamedTensors> upload(const snapcache::NamedTensors& tensors,
-                                                    const snapcache::HostStorages& storages,
-                                                    c10::Device device) override {
+  snapcache::Result<snapcache::Uploaded> upload(const snapcache::NamedTensors& tensors,
+                                                const snapcache::HostStorages& storages, c10::Device device) override {
     ++calls;
     storages_seen = storages.storages.size();
     return snapcache::per_storage_uploader()->upload(tensors, storages, device);

@@ -198,19 +198,19 @@ TEST_CASE("the staged upload engine gives what the per-storage copy gives, alias
     INFO("chunk " << options.chunk_bytes);
     auto staged = staged_uploader(options)->upload(host, *storages, cuda);
     REQUIRE(staged.is_ok());
-    REQUIRE(staged->size() == host.size());
+    REQUIRE(staged->tensors.size() == host.size());
     for (std::size_t i = 0; i < host.size(); ++i) {
       INFO(host[i].first);
-      CHECK((*staged)[i].second.is_cuda());
-      CHECK(demo::identical((*staged)[i].second, (*plain)[i].second));
-      CHECK((*staged)[i].second.storage_offset() == host[i].second.storage_offset());
+      CHECK(staged->tensors[i].second.is_cuda());
+      CHECK(demo::identical(staged->tensors[i].second, plain->tensors[i].second));
+      CHECK(staged->tensors[i].second.storage_offset() == host[i].second.storage_offset());
       // Views of one host storage view one device storage.
       for (std::size_t j = 0; j < host.size(); ++j)
         if (host[j].second.storage().is_alias_of(host[i].second.storage()))
-          CHECK((*staged)[j].second.storage().data() == (*staged)[i].second.storage().data());
+          CHECK(staged->tensors[j].second.storage().data() == staged->tensors[i].second.storage().data());
     }
     const std::size_t last = host.size() - 1;  // lm_head.weight and embed.weight are tied
-    CHECK((*staged)[last - 1].second.data_ptr() == (*staged)[last - 2].second.data_ptr());
+    CHECK(staged->tensors[last - 1].second.data_ptr() == staged->tensors[last - 2].second.data_ptr());
   }
 }
 
@@ -309,13 +309,13 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
       REQUIRE(uploaded.is_ok());
       for (std::size_t i = 0; i < matrices.size(); ++i) {
         INFO(matrices[i].first << ", staging buffers of " << options.chunk_bytes);
-        const at::Tensor got = (*uploaded)[i].second;
+        const at::Tensor got = uploaded->tensors[i].second;
         CHECK(got.is_cuda());
         CHECK(at::equal(got.cpu().view(at::kByte), matrices[i].second.t().contiguous().view(at::kByte)));
       }
     }
   };
-  check(test::pending_transposes(matrices, {}));
+  check(test::pending_transposes(matrices));
 
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir / "cache"));
@@ -323,7 +323,10 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
   REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
   LookupOutcome hit = store->lookup(key);
   REQUIRE(hit.result == LookupResult::hit);
-  check(test::pending_transposes(tensors_of(hit.snapshot), file_regions(hit.snapshot)));
+  const NamedTensors mapped = tensors_of(hit.snapshot);
+  auto served = snapshot_storages(hit.snapshot, mapped);
+  REQUIRE(served.is_ok());
+  check(test::pending_transposes(mapped, &*served));
 }
 
 TEST_CASE("a failing read of the engine's staged upload falls back, and every later read is staged again",

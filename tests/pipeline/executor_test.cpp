@@ -71,7 +71,7 @@ class ThrowingTier final : public Tier {
 class RecordingUploader final : public Uploader {
  public:
   std::string name() const override { return "recording"; }
-  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
     ++calls;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const HostStorage& s = storages.storages[storages.storage_of[i]];
@@ -88,7 +88,7 @@ class RecordingUploader final : public Uploader {
 class FailingUploader final : public Uploader {
  public:
   std::string name() const override { return "failing"; }
-  Result<NamedTensors> upload(const NamedTensors&, const HostStorages&, c10::Device) override {
+  Result<Uploaded> upload(const NamedTensors&, const HostStorages&, c10::Device) override {
     ++calls;
     return Status(StatusCode::no_space, "device out of memory");
   }

@@ -26,6 +26,7 @@
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
 #include "support/fault_injection.h"
+#include "support/rotten_file.h"
 #include "util/hash.h"
 
 using namespace snapcache;
@@ -39,8 +40,8 @@ namespace {
 class FailingConverter final : public Uploader {
  public:
   std::string name() const override { return "failing converter"; }
-  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
-  Result<NamedTensors> upload(const NamedTensors&, const HostStorages& host, c10::Device) override {
+  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true}; }
+  Result<Uploaded> upload(const NamedTensors&, const HostStorages& host, c10::Device) override {
     for (const HostStorage& s : host.storages) pending += s.pending.has_value();
     return Status(StatusCode::no_space, "device out of memory");
   }
@@ -63,28 +64,32 @@ class ReadingMethod final : public PostLoadMethod {
   mutable std::map<std::string, std::uint64_t> seen;
 };
 
-// The snapshot tier, with the served data files' checksums replaced by wrong ones: the bytes no
-// longer match what the manifest says, as after bit rot under unchanged file identities.
+// The snapshot tier, serving its data files as read after bit rot under unchanged file identities:
+// a byte of each file's last chunk reads flipped, and the checksums are the manifest's.
 class RottenSnapshotTier final : public Tier {
  public:
   std::string name() const override { return "snapshot"; }
   Result<TierAnswer> serve(LoadContext& load) override {
     auto answer = inner_->serve(load);
     if (!answer || answer->outcome != TierOutcome::served) return answer;
-    for (auto& [_, region] : answer->files) {
-      auto [it, added] = rotten_.try_emplace(region.data_file, *region.data_file);
-      if (added) it->second.chunk_hashes.back() ^= 1;
-      region.data_file = &it->second;
+    std::map<const StoredFile*, std::shared_ptr<const StoredFile>> rotten;  // one per file, as served
+    for (HostStorage& s : answer->storages.storages) {
+      if (!s.file) continue;
+      auto& r = rotten[s.file->file.get()];
+      if (!r) r = std::make_shared<test::RottenFile>(s.file->file, s.file->file->size() - 1);
+      s.file->file = r;
     }
     ++served;
     return answer;
   }
-  std::string keep(LoadContext& load, const NamedTensors& tensors) override { return inner_->keep(load, tensors); }
+  Kept keep(LoadContext& load, const NamedTensors& tensors) override { return inner_->keep(load, tensors); }
+  std::string damaged(LoadContext& load, const std::string& entry_id, const Status& why) override {
+    return inner_->damaged(load, entry_id, why);
+  }
   int served = 0;
 
  private:
   std::shared_ptr<Tier> inner_ = snapshot_tier();
-  std::map<const DataFile*, DataFile> rotten_;
 };
 
 struct StagingFixture : test::DemoFixture {
@@ -265,7 +270,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
 
   SECTION("from memory, a few rows per unit") {
     const std::uint64_t buffer = 64 << 10;
-    auto plan = gpu::plan_staging(test::pending_transposes(matrices, {}), buffer);
+    auto plan = gpu::plan_staging(test::pending_transposes(matrices), buffer);
     REQUIRE(plan.is_ok());
     CHECK(plan->units.size() > 100);
     CHECK(plan->bytes_checked == 0);
@@ -282,20 +287,19 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     const Manifest& m = hit.snapshot->manifest();
     REQUIRE(m.files.size() == 1);
     REQUIRE(m.files[0].size > m.files[0].chunk_size);  // rows straddle checksum chunks
-    std::map<const void*, FileRegion> files = file_regions(hit.snapshot);
     const NamedTensors mapped = tensors_of(hit.snapshot);
+    HostStorages served = *snapshot_storages(hit.snapshot, mapped);
     const std::uint64_t buffer = 16 << 20;
-    auto plan = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);
+    auto plan = gpu::plan_staging(test::pending_transposes(mapped, &served), buffer);
     REQUIRE(plan.is_ok());
     CHECK(plan->units.size() >= 2);
     CHECK(plan->bytes_checked == m.files[0].size);
     require_transposed(run_into_host(*plan, buffer), *plan, matrices);
 
     // A byte of the file that differs from what its checksum says fails the unit, naming the chunk.
-    DataFile rotten = m.files[0];
-    rotten.chunk_hashes[1] ^= 1;
-    for (auto& [_, f] : files) f.data_file = &rotten;
-    auto bad = gpu::plan_staging(test::pending_transposes(mapped, files), buffer);
+    auto rotten = std::make_shared<test::RottenFile>(served.storages[0].file->file, m.files[0].chunk_size + 5);
+    for (HostStorage& s : served.storages) s.file->file = rotten;
+    auto bad = gpu::plan_staging(test::pending_transposes(mapped, &served), buffer);
     REQUIRE(bad.is_ok());
     std::vector<std::byte> out(bad->destination_bytes), read(buffer);
     HostSink sink(out.data());
@@ -303,13 +307,15 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     for (const auto& unit : bad->units)
       if (Status st = gpu::stage_unit(*bad, unit, read.data(), sink); !st) failed = st;
     CHECK(failed.code() == StatusCode::damaged);
-    // The store's words for a damaged chunk (store::check_chunk): the file, the chunk, its bytes.
-    CHECK(failed.message().find("data-0000.bin chunk 1 (bytes ") == 0);
-    CHECK(failed.message().find("failed its checksum") != std::string::npos);
+    // The store's words for a damaged chunk (store::check_chunk): the file, the chunk, its bytes
+    // and the tensors in it.
+    INFO(failed.message());
+    CHECK(failed.message().find("data-0000.bin chunk 1 (bytes ") != std::string::npos);
+    CHECK(failed.message().find("failed its checksum (tensors ") != std::string::npos);
   }
 
   SECTION("a matrix row too long for the buffer is refused, not split") {
-    auto plan = gpu::plan_staging(test::pending_transposes(matrices, {}), 4 << 10);
+    auto plan = gpu::plan_staging(test::pending_transposes(matrices), 4 << 10);
     CHECK(plan.status().code() == StatusCode::unsupported);
   }
 }
@@ -324,18 +330,15 @@ TEST_CASE("units served in place from a mapping equal the staged copy, and a chu
   LookupOutcome hit = store->lookup(key);
   REQUIRE(hit.result == LookupResult::hit);
   const DataFile& file = hit.snapshot->manifest().files.at(0);
-  std::map<const void*, FileRegion> files = file_regions(hit.snapshot);
-  auto host = describe_host_storages(tensors_of(hit.snapshot));
+  auto host = snapshot_storages(hit.snapshot, tensors_of(hit.snapshot));  // plain copies from the file
   REQUIRE(host.is_ok());
-  for (HostStorage& s : host->storages) s.file = files.at(s.data);  // plain copies from the file
   const std::uint64_t buffer = file.chunk_size;  // a unit a chunk: the file takes several
   auto plan = gpu::plan_staging(*host, buffer);
   REQUIRE(plan.is_ok());
   REQUIRE(plan->units.size() >= 2);
   const std::vector<bool> direct = gpu::choose_direct_units(*plan, 1.0);
   CHECK(std::count(direct.begin(), direct.end(), true) == static_cast<long>(plan->units.size()));
-  const auto& src = plan->sources.at(0);
-  auto mapping = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+  auto mapping = plan->sources.at(0).file->map();
   REQUIRE(mapping.is_ok());
 
   // Every unit in place gives the bytes every unit staged gives.
@@ -350,16 +353,14 @@ TEST_CASE("units served in place from a mapping equal the staged copy, and a chu
   }
 
   // A chunk whose bytes differ from its checksum fails its unit, naming the chunk.
-  DataFile rotten = file;
-  rotten.chunk_hashes.back() ^= 1;
-  for (HostStorage& s : host->storages) s.file->data_file = &rotten;
-  auto bad = gpu::plan_staging(*host, buffer);
-  REQUIRE(bad.is_ok());
+  test::RottenFile rotten(host->storages[0].file->file, file.size - 1);
+  auto rotten_mapping = rotten.map();
+  REQUIRE(rotten_mapping.is_ok());
   Status failed = Status::ok();
-  for (const auto& unit : bad->units)
-    if (Status st = gpu::stage_unit_in_place(*bad, unit, mapping->data(), sink); !st) failed = st;
+  for (const auto& unit : plan->units)
+    if (Status st = gpu::stage_unit_in_place(*plan, unit, rotten_mapping->data(), sink); !st) failed = st;
   CHECK(failed.code() == StatusCode::damaged);
-  CHECK(failed.message().find("chunk " + std::to_string(rotten.chunk_hashes.size() - 1) + " (bytes ") !=
+  CHECK(failed.message().find("chunk " + std::to_string(file.chunk_hashes.size() - 1) + " (bytes ") !=
         std::string::npos);
 }
 
@@ -456,10 +457,10 @@ TEST_CASE("without a CUDA device the engine copies plainly on the CPU and its CU
   // On the CPU the engine is the plain copy.
   auto on_cpu = engine->upload(host, *storages, c10::Device(c10::kCPU));
   REQUIRE(on_cpu.is_ok());
-  REQUIRE(on_cpu->size() == host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical((*on_cpu)[i].second, host[i].second));
+  REQUIRE(on_cpu->tensors.size() == host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(on_cpu->tensors[i].second, host[i].second));
   // Pending conversions are the engine's to write only on a CUDA device.
-  auto pending = engine->upload(host, test::pending_transposes(host, {}), c10::Device(c10::kCPU));
+  auto pending = engine->upload(host, test::pending_transposes(host), c10::Device(c10::kCPU));
   REQUIRE_FALSE(pending.is_ok());
   CHECK(pending.status().code() == StatusCode::invalid_argument);
 

@@ -58,16 +58,19 @@ NamedTensors odd_matrices() {
   return t;
 }
 
-HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files) {
+HostStorages pending_transposes(const NamedTensors& tensors, const HostStorages* stored) {
   HostStorages host;
-  for (const auto& [_, t] : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i].second;
     HostStorage s;
     s.nbytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
     PendingTranspose p{static_cast<const std::byte*>(t.data_ptr()), static_cast<std::uint64_t>(t.size(0)),
                        static_cast<std::uint64_t>(t.size(1)), static_cast<std::uint64_t>(t.element_size()), {}};
-    if (auto f = files.find(t.storage().data()); f != files.end()) {
-      p.source_file = f->second;
-      p.source_file->offset += static_cast<std::uint64_t>(t.storage_offset()) * t.element_size();
+    if (stored != nullptr) {
+      if (const auto& file = stored->storages.at(stored->storage_of.at(i)).file) {
+        p.source_file = *file;
+        p.source_file->offset += static_cast<std::uint64_t>(t.storage_offset()) * t.element_size();
+      }
     }
     s.pending = p;
     s.tensors = {host.storages.size()};

@@ -31,8 +31,9 @@ std::shared_ptr<PostLoadMethod> double_in_place(const std::string& tensor);
 NamedTensors odd_matrices();
 
 // Pending transposes of `tensors` (row-major, each its own storage) as an uploader that converts
-// layouts receives them, read from `files` where a tensor's storage has a region there.
-HostStorages pending_transposes(const NamedTensors& tensors, const std::map<const void*, FileRegion>& files);
+// layouts receives them, read from where `stored` (the storages of `tensors`, e.g. a snapshot's,
+// snapshot_storages) says a tensor's storage also lies.
+HostStorages pending_transposes(const NamedTensors& tensors, const HostStorages* stored = nullptr);
 
 // Byte-exact comparison of data, dtype, shape, strides and storage offset.
 bool same_tensor(const at::Tensor& a, const at::Tensor& b);

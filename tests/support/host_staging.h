@@ -45,13 +45,13 @@ class HostSink final : public gpu::StagingSink {
 
 // The engine's contract (converts layouts, checks files) with host memory as the device. With a
 // `direct_share`, that share of the file units is served in place from a read-only shared mapping
-// of the file (through the store's FileSystem), as the engine's direct path serves them.
+// of the file (StoredFile::map), as the engine's direct path serves them.
 class HostStagingUploader final : public Uploader {
  public:
   explicit HostStagingUploader(double share_in_place = 0) : direct_share(share_in_place) {}
   std::string name() const override { return "host staging"; }
-  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true, .checks_files = true}; }
-  Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
+  UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true}; }
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
     for (const HostStorage& s : host.storages) pending += s.pending.has_value();
     auto plan = gpu::plan_staging(host, kBufferBytes);
     if (!plan) return plan.status();
@@ -71,8 +71,7 @@ class HostStagingUploader final : public Uploader {
       }
       auto& region = mapped[unit.source];
       if (!region) {
-        const auto& src = plan->sources[unit.source];
-        auto made = src.fs->map(src.fd, static_cast<std::size_t>(src.size), MapMode::read_only_shared);
+        auto made = plan->sources[unit.source].file->map();
         if (!made) return made.status();
         region.emplace(std::move(*made));
       }
@@ -84,7 +83,7 @@ class HostStagingUploader final : public Uploader {
       storages.push_back(at::from_blob(base + plan->storage_offsets[i], {static_cast<std::int64_t>(host.storages[i].nbytes)},
                                        [arena](void*) {}, at::kByte)
                              .storage());
-    return views_over(tensors, host, storages);
+    return Uploaded{views_over(tensors, host, storages), plan->bytes_checked};
   }
   double direct_share = 0;
   int pending = 0;

@@ -7,7 +7,7 @@
 #   cmake -DCXX=... -DINCLUDES="dir|dir|..." -DSOURCE=loader_example.cpp -P check_surface.cmake
 set(max_headers 6)
 set(forbidden_headers manifest.h safetensors.h safetensors_header.h)
-set(forbidden_types Manifest DataFile StorageRecord TensorRecord FileRegion PendingTranspose HostStorage
+set(forbidden_types Manifest DataFile StorageRecord TensorRecord StoredFile StoredBytes PendingTranspose HostStorage
     HostStorages TierAnswer Tier Uploader PostLoadMethod SafetensorsHeader)
 
 string(REPLACE "|" ";" includes "${INCLUDES}")

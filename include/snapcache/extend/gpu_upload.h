@@ -1,5 +1,5 @@
 // The GPU upload engine: host tensors to CUDA tensors at the speed of the bus. Several threads
-// read the load's bytes (snapshot data files with pread through the store's FileSystem, in whole
+// read the load's bytes (stored files, StoredFile::read through their FileSystem, in whole
 // checksum chunks; host memory) into a bounded pool of pinned staging buffers, two per thread (one
 // is read into while the other crosses the bus), check every chunk of a snapshot file against its
 // manifest checksum on the way, and send each buffer to the device on the thread's own CUDA
@@ -15,7 +15,8 @@
 // the staging buffers in a new process costs more than it saves); when it fails (device out of
 // memory, pinned memory refused, a CUDA error) the load writes the pending conversions on the
 // host, falls back to the per-storage copy and the report says why. A chunk whose bytes differ
-// from its checksum is not retried: the load quarantines the entry and loads from the checkpoint.
+// from its checksum is not retried: the tier that served it deals with its copy (the snapshot tier
+// quarantines the entry) and the load loads from the checkpoint.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +31,7 @@ namespace snapcache {
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
   std::uint64_t chunk_bytes = 16ull << 20;  // one staging buffer; each worker holds two
-  std::size_t threads = 0;                  // 0: the hardware threads, at most 16
+  std::size_t threads = 0;                  // 0: the hardware threads, at most 16, one per 256 MiB
   // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
   // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.
   bool check_files = true;

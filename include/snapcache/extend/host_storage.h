@@ -14,21 +14,9 @@
 
 #include "snapcache/export.h"
 #include "snapcache/extend/snapshot.h"
-#include "snapcache/manifest.h"
-#include "snapcache/store.h"
+#include "snapcache/extend/stored_file.h"
 
 namespace snapcache {
-
-// The same bytes, read-only, in an open file: a snapshot's data file, as its lookup verified it.
-struct FileRegion {
-  std::shared_ptr<const void> keep_alive;  // holds the descriptor open (the snapshot)
-  FileSystem* fs = nullptr;                // reads of `fd` go through it; kept alive by `keep_alive`
-  int fd = -1;
-  std::uint64_t offset = 0;  // of the storage's first byte
-  // The file's manifest record (its size, chunk size and chunk checksums), kept alive by
-  // `keep_alive`: an uploader that reads the file can check every chunk on the way.
-  const DataFile* data_file = nullptr;
-};
 
 // Bytes a post-load layout conversion has declared but not written: the transpose of the
 // row-major [rows, cols] matrix of `element_size`-byte elements at `source`, i.e. [cols, rows]
@@ -40,13 +28,8 @@ struct PendingTranspose {
   std::uint64_t rows = 0;
   std::uint64_t cols = 0;
   std::uint64_t element_size = 0;
-  std::optional<FileRegion> source_file;  // the source's first byte in a file a tier served from
+  std::optional<StoredBytes> source_file;  // the source's first byte in a file a tier served from
 };
-
-// Each storage of a snapshot as a region of its data file, keyed by the storage's first byte in
-// the snapshot's mapping (Snapshot::storage_data): what a tier that serves a snapshot hands the
-// uploader (TierAnswer::files).
-SNAPCACHE_API std::map<const void*, FileRegion> file_regions(const std::shared_ptr<Snapshot>& snapshot);
 
 struct HostStorage {
   const std::byte* data = nullptr;   // start of the storage
@@ -58,9 +41,9 @@ struct HostStorage {
   // A post-load method produced or changed these bytes: they exist only in this process's memory,
   // never in a file the load came from. Declared by the methods (PostLoadMethod::writes).
   bool written_by_post_load = false;
-  // Where an uploader may read the bytes instead (pread into pinned memory is faster than touching
-  // a mapping page by page): set only for storages a tier served from a file and no method wrote.
-  std::optional<FileRegion> file;
+  // Where an uploader may read the bytes instead (see StoredFile): set only for storages a tier
+  // served from a file and no method wrote.
+  std::optional<StoredBytes> file;
   // Set when the bytes are a pending layout conversion: until the uploader (or the load) writes
   // them, `data` is reserved but unreadable (a read faults instead of returning stale bytes).
   std::optional<PendingTranspose> pending;
@@ -71,6 +54,12 @@ struct HostStorages {
   std::vector<std::uint32_t> storage_of;  // per tensor: index into `storages`
   SNAPCACHE_API std::uint64_t total_bytes() const;  // sum of nbytes
 };
+
+// The host storages of tensors_of(snapshot) (`tensors`, in the manifest's order), each with where
+// it lies in the snapshot's data files (HostStorage::file), read off the manifest: what the disk
+// tier serves.
+SNAPCACHE_API Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot,
+                                                     const NamedTensors& tensors);
 
 // Groups CPU tensors by the storage they view. Fails, naming the tensor, on an undefined,
 // non-CPU or non-strided tensor, or one that reaches past the end of its storage.

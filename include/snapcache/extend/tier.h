@@ -35,8 +35,10 @@ struct TierAnswer {
   NamedTensors tensors;
   Residence residence = Residence::host;
   Provenance provenance = Provenance::cache;
-  // Served storages whose bytes are also in a file, by the storage's data pointer (see FileRegion).
-  std::map<const void*, FileRegion> files;
+  // With Residence::host: the served tensors' storages (describe_host_storages), each with where
+  // its bytes also lie when the tier served it from a file (HostStorage::file). Left empty, the load
+  // describes them itself.
+  HostStorages storages;
   // With Residence::device_prepared: the derived buffers, already built where the weights were
   // prepared. The load hands them out as they are and runs no refresh hook (a hook writes in
   // place, and served memory may be shared). Unset: the refresh hooks build them.
@@ -56,7 +58,13 @@ struct LoadContext {
   const Key* key = nullptr;  // the disk key; null when this load must not be cached
   std::string ineligible;    // why it must not be cached (empty when it may)
   LoadReport& report;        // tiers time their stages into it (StageTimer)
-  Publication publication;   // set by a tier that keeps the weights in the background
+};
+
+// What a tier did with weights it was offered to keep (Tier::keep).
+struct Kept {
+  std::string note;         // for the report's reason ("not published: ..."), "" when nothing to say
+  Publication publication;  // set when it keeps them in the background: the load waits for it where
+                            // it must (a method that writes in place, a failed load, a group)
 };
 
 class SNAPCACHE_API Tier {
@@ -68,9 +76,14 @@ class SNAPCACHE_API Tier {
   virtual Result<TierAnswer> serve(LoadContext& load) = 0;
   // After a later tier served host tensors read from the checkpoint (checked complete, before
   // post-load), each earlier tier that missed or could not be used is offered them, to keep for
-  // the next load (the snapshot tier publishes them). Returns a note for the report's reason
-  // ("not published: ..."), or "" when there is nothing to say.
-  virtual std::string keep(LoadContext& load, const NamedTensors& tensors);
+  // the next load (the snapshot tier publishes them). The tensors must not change until a
+  // publication it returns has ended.
+  virtual Kept keep(LoadContext& load, const NamedTensors& tensors);
+  // What this tier served turned out damaged before anything was handed out (an uploader found a
+  // chunk whose checksum differs): the tier deals with its own copy (the snapshot tier quarantines
+  // the entry), and the load runs again without it. Returns what it did, for the report's reason
+  // ("was quarantined"), or "" when it keeps nothing.
+  virtual std::string damaged(LoadContext& load, const std::string& entry_id, const Status& why);
   // The load this tier missed then failed (the ordinary loader raised, its output was not the
   // plan's, post-load or the upload failed): a tier that records misses records the failure, so
   // a failed load is never explained as a plain miss. Best effort; the load's error stands.

@@ -17,9 +17,15 @@ struct UploaderTraits {
   // Writes the bytes of storages with a pending layout conversion (HostStorage::pending) itself.
   // Without it, the load writes them into host memory before calling upload.
   bool converts_layouts = false;
-  // Reads every chunk of each snapshot data file named by a FileRegion and compares it with the
-  // manifest's checksum, failing with StatusCode::damaged before any tensor is handed out.
-  bool checks_files = false;
+};
+
+// An upload's result.
+struct Uploaded {
+  NamedTensors tensors;  // on the device, in the order of the host tensors
+  // The bytes of stored files (HostStorage::file, PendingTranspose::source_file) it read and
+  // compared with their checksums (StoredFile::check) before handing anything out: the load's
+  // report counts them as checked, and the rest of the served files as trusted by identity.
+  std::uint64_t bytes_checked = 0;
 };
 
 class SNAPCACHE_API Uploader {
@@ -30,9 +36,10 @@ class SNAPCACHE_API Uploader {
   virtual UploaderTraits traits(c10::Device device) const;
   // Device tensors for `tensors` (whose storages `storages` describes), in the same order, with
   // the same dtypes, shapes, strides and storage offsets; tensors that share a host storage share
-  // one device storage. A failure releases what was allocated and says why.
-  virtual Result<NamedTensors> upload(const NamedTensors& tensors, const HostStorages& storages,
-                                      c10::Device device) = 0;
+  // one device storage. A failure releases what was allocated and says why; bytes that fail their
+  // checksums fail it with StatusCode::damaged, and the load then asks the tier that served them
+  // to deal with its copy (Tier::damaged).
+  virtual Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) = 0;
 };
 
 // One device allocation and one host-to-device copy per storage. On a CPU device it hands the

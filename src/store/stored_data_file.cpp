@@ -1,0 +1,74 @@
+// A snapshot's data file as a StoredFile: what the upload engine reads instead of the mapping.
+// Reads go through the store's FileSystem by the descriptor the lookup checked; chunks are checked
+// against the manifest by the store's one chunk check, which names the tensors in a bad chunk.
+#include "snapcache/extend/stored_file.h"
+
+#include "snapcache/manifest.h"
+#include "store/chunk_hashing.h"
+#include "store/snapshot_impl.h"
+#include "util/file_io.h"
+#include "util/fmt.h"
+#include "util/hash.h"
+
+namespace snapcache {
+
+StoredFile::~StoredFile() = default;
+
+namespace {
+
+class SnapshotDataFile final : public StoredFile {
+ public:
+  SnapshotDataFile(std::shared_ptr<Snapshot> snapshot, const Snapshot::Impl& impl, std::uint32_t file)
+      : snapshot_(std::move(snapshot)), impl_(impl), file_(file), record_(impl.manifest.files.at(file)) {}
+
+  std::string name() const override { return snapshot_->data_file_path(file_); }
+  std::uint64_t size() const override { return record_.size; }
+  std::uint64_t chunk_bytes() const override { return record_.chunk_size; }
+
+  Status read(std::byte* out, std::uint64_t offset, std::uint64_t bytes) const override {
+    if (offset > record_.size || bytes > record_.size - offset)
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("a read of {} bytes at {} reaches past the end of {}", bytes, offset, name()));
+    Status st = read_all(*impl_.fs, descriptor(), out, bytes, offset);
+    return st ? st : st.with_context("reading " + name());
+  }
+
+  Status check(std::uint64_t begin, std::uint64_t end, const std::byte* bytes) const override {
+    if (record_.chunk_size == 0 || begin % record_.chunk_size != 0 || end > record_.size)
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("bytes [{}, {}) of {} are not whole checksum chunks", begin, end, name()));
+    for (std::uint64_t c = begin / record_.chunk_size; c < store::chunk_count(record_); ++c) {
+      const auto [at, n] = store::chunk_range(record_, c);
+      if (at >= end) break;
+      if (at + n > end)
+        return Status(StatusCode::invalid_argument,
+                      fmt::format("bytes [{}, {}) of {} end inside chunk {}", begin, end, name(), c));
+      SNAPCACHE_RETURN_IF_ERROR(store::check_chunk(impl_.manifest, file_, c, util::xxh3_64(bytes + (at - begin), n)));
+    }
+    return Status::ok();
+  }
+
+  Result<MappedRegion> map() const override {
+    return impl_.fs->map(descriptor(), static_cast<std::size_t>(record_.size), MapMode::read_only_shared);
+  }
+
+ private:
+  int descriptor() const { return impl_.data_files.at(file_).get(); }
+
+  std::shared_ptr<Snapshot> snapshot_;  // keeps the descriptor, the manifest and the lease alive
+  const Snapshot::Impl& impl_;
+  std::uint32_t file_;
+  const DataFile& record_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<const StoredFile>> stored_files(const std::shared_ptr<Snapshot>& snapshot) {
+  std::vector<std::shared_ptr<const StoredFile>> out;
+  const Snapshot::Impl& impl = snapshot->impl();
+  for (std::uint32_t i = 0; i < impl.manifest.files.size(); ++i)
+    out.push_back(std::make_shared<SnapshotDataFile>(snapshot, impl, i));
+  return out;
+}
+
+}  // namespace snapcache
