@@ -42,6 +42,8 @@ std::vector<std::uint8_t> framed(char kind, const std::string& text) {
 }
 
 std::string arrivals_key(std::uint64_t round) { return fmt::format("{}/arrived", round); }
+// Where a rank's message of a round is.
+std::string message_key(std::uint64_t round, std::size_t rank) { return fmt::format("{}/{}", round, rank); }
 
 class StoreExchange final : public RankGroup {
  public:
@@ -85,19 +87,23 @@ class StoreExchange final : public RankGroup {
   Result<std::vector<std::string>> exchange(const std::string& mine) override {
     if (!broken_.empty()) return Status(StatusCode::io_error, description_ + " failed before: " + broken_);
     const std::uint64_t round = next_round_++;
-    std::vector<std::string> keys;
-    keys.reserve(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("{}/{}", round, r));
+    const auto ranks = static_cast<std::size_t>(size_);
+    // The round's keys a request at a time, made when that request is sent: a group of a million
+    // ranks would otherwise spend seconds making keys before it starts to wait.
+    auto slice = [&](std::size_t first) {
+      std::vector<std::string> keys;
+      for (std::size_t r = first; r < std::min(ranks, first + kKeysPerRequest); ++r)
+        keys.push_back(message_key(round, r));
+      return keys;
+    };
     auto result = guarded([&]() -> Result<std::vector<std::string>> {
       if (Status held = membership_.unchallenged(*store_); !held) return post_leaving(round, held);
-      store_->set(keys[rank_], framed(kMessage, mine));
+      store_->set(message_key(round, static_cast<std::size_t>(rank_)), framed(kMessage, mine));
       store_->append(arrivals_key(round), framed(',', std::to_string(rank_)));
-      std::vector<std::vector<std::string>> slices;
-      for (std::size_t first = 0; first < keys.size(); first += kKeysPerRequest)
-        slices.emplace_back(keys.begin() + static_cast<long>(first),
-                            keys.begin() + static_cast<long>(std::min(keys.size(), first + kKeysPerRequest)));
       try {
-        if (!all_set(slices, Clock::now() + options_.timeout)) return give_up(round);
+        const auto deadline = Clock::now() + options_.timeout;
+        for (std::size_t first = 0; first < ranks; first += kKeysPerRequest)
+          if (!keys_set_by(*store_, slice(first), deadline)) return give_up(round);
       } catch (...) {
         return Status(StatusCode::io_error,
                       fmt::format("the group's store cannot be reached any more (rank 0 serves it unless torchrun's "
@@ -105,13 +111,13 @@ class StoreExchange final : public RankGroup {
                                   status_of_current_exception().message()));
       }
       std::vector<std::vector<std::uint8_t>> values;
-      values.reserve(keys.size());
-      for (const auto& slice : slices)
-        for (auto& v : store_->multiGet(slice)) values.push_back(std::move(v));
+      values.reserve(ranks);
+      for (std::size_t first = 0; first < ranks; first += kKeysPerRequest)
+        for (auto& v : store_->multiGet(slice(first))) values.push_back(std::move(v));
       // What the ranks said (no store access): their messages, or why this round ends.
       std::optional<Status> ended;
       std::vector<std::string> out;
-      out.reserve(keys.size());
+      out.reserve(ranks);
       for (std::size_t r = 0; r < values.size() && !ended; ++r) {
         const std::vector<std::uint8_t>& v = values[r];
         if (!v.empty() && v[0] == kLeaving)
@@ -131,7 +137,7 @@ class StoreExchange final : public RankGroup {
         // A key only every rank has read can go: this rank is past round-1's wait, and so is every
         // rank that set round's key. Deleting our own key of two rounds ago keeps the store small.
         if (round >= 2) {
-          (void)guarded([&]() -> Result<bool> { return store_->deleteKey(fmt::format("{}/{}", round - 2, rank_)); });
+          (void)guarded([&]() -> Result<bool> { return store_->deleteKey(message_key(round - 2, static_cast<std::size_t>(rank_))); });
           if (rank_ == 0)
             for (const std::string& key :
                  {fmt::format("{}/read", round - 2), fmt::format("{}/gave_up", round - 2), arrivals_key(round - 2)})
@@ -163,15 +169,10 @@ class StoreExchange final : public RankGroup {
   Status post_leaving(std::uint64_t round, const Status& why) {
     last_round_ = {round, size_ - 1};
     (void)guarded([&]() -> Status {
-      store_->set(fmt::format("{}/{}", round, rank_), framed(kLeaving, why.message()));
+      store_->set(message_key(round, static_cast<std::size_t>(rank_)), framed(kLeaving, why.message()));
       return Status::ok();
     });
     return why;
-  }
-
-  bool all_set(const std::vector<std::vector<std::string>>& slices, Clock::time_point deadline) const {
-    return std::all_of(slices.begin(), slices.end(),
-                       [&](const std::vector<std::string>& slice) { return keys_set_by(*store_, slice, deadline); });
   }
 
   Status give_up(std::uint64_t round) {
