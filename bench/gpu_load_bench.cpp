@@ -9,26 +9,37 @@
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P]
-//                            [--direct-share S]
+//                            [--direct-share S] [--drop-cache 1]
 // --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share:
 // the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
+// --drop-cache 1: every file under the work directory (the checkpoint, the cache's entries) is
+// dropped from the page cache before each load (posix_fadvise DONTNEED after sync; the share of
+// the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
+// data files the same way: one thread reading 16 MiB at a time as `dd` does, and 16 threads of
+// 16 MiB O_DIRECT reads.
 // --only without `cold` keeps the entry an earlier run published (so a sweep publishes once).
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dit_model.h"
@@ -54,6 +65,7 @@ struct Options {
   std::string only;     // comma-separated loads; empty: all
   StagedUploadOptions engine;
   bool engine_set = false;
+  bool drop_cache = false;
 };
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -157,6 +169,85 @@ double pinned_copy_seconds(std::uint64_t bytes) {
   return best;
 }
 
+
+// The regular files under `dir` (links not followed) whose names pass `keep`.
+std::vector<std::string> files_under(const std::string& dir, bool (*keep)(const std::string& name)) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec))
+    if (it->is_regular_file(ec) && !it->is_symlink(ec) && keep(it->path().filename().string()))
+      out.push_back(it->path().string());
+  return out;
+}
+bool any_file(const std::string&) { return true; }
+bool data_file(const std::string& name) { return name.starts_with("data-") && name.ends_with(".bin"); }
+
+// Drops `files` from the page cache; returns the share of their pages still resident after.
+double drop_from_page_cache(const std::vector<std::string>& files) {
+  ::sync();
+  std::uint64_t pages = 0, resident = 0;
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (const std::string& f : files) {
+    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+      const auto size = static_cast<std::uint64_t>(st.st_size);
+      if (void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0); m != MAP_FAILED) {
+        std::vector<unsigned char> in_core((size + page - 1) / page);
+        if (::mincore(m, size, in_core.data()) == 0) {
+          pages += in_core.size();
+          for (unsigned char c : in_core) resident += c & 1;
+        }
+        ::munmap(m, size);
+      }
+    }
+    ::close(fd);
+  }
+  return pages == 0 ? 0 : static_cast<double>(resident) / static_cast<double>(pages);
+}
+
+// Reads `files` whole, `threads` at a time in `piece`-byte reads (O_DIRECT when `direct`); seconds.
+double read_files(const std::vector<std::string>& files, int threads, bool direct, std::uint64_t& bytes) {
+  constexpr std::uint64_t kPiece = 16ull << 20;
+  struct Job {
+    int fd;
+    std::uint64_t offset, length;
+  };
+  std::vector<Job> jobs;
+  std::vector<int> fds;
+  bytes = 0;
+  for (const std::string& f : files) {
+    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) continue;
+    fds.push_back(fd);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    for (std::uint64_t at = 0; at < size; at += kPiece) jobs.push_back({fd, at, std::min(kPiece, size - at)});
+    bytes += size;
+  }
+  std::atomic<std::size_t> next{0};
+  const auto t0 = Clock::now();
+  auto work = [&] {
+    void* buffer = nullptr;
+    if (::posix_memalign(&buffer, 4096, kPiece) != 0) return;
+    for (std::size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      const std::uint64_t want = direct ? (jobs[i].length + 4095) / 4096 * 4096 : jobs[i].length;
+      (void)::pread(jobs[i].fd, buffer, want, static_cast<off_t>(jobs[i].offset));
+    }
+    std::free(buffer);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  const double seconds = since(t0);
+  for (int fd : fds) ::close(fd);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +265,7 @@ int main(int argc, char** argv) {
     else if (flag == "--chunk-mib") o.engine.chunk_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
+    else if (flag == "--drop-cache") o.drop_cache = value == "1";
   }
   if (!o.measure.empty()) return measure(o);
   if (!at::hasCUDA()) {
@@ -198,6 +290,7 @@ int main(int argc, char** argv) {
     all.all = true;
     if (auto store = Store::open(config)) (void)evict(**store, all);
   }
+  double still_resident = 0;  // the most of the work directory's pages a drop left in the page cache
   auto child = [&](const std::string& what) -> Row {
     std::vector<std::string> args{"/proc/self/exe", "--measure", what, "--size-mib", std::to_string(o.size_mib),
                                   "--tp-size", std::to_string(o.tp_size), "--work-dir", o.work_dir};
@@ -208,6 +301,7 @@ int main(int argc, char** argv) {
                                fmt::format("{}", o.engine.direct_share)});
     Row row{what};
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
+      if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));
       const std::string out = capture(args);
       double seconds = 0;
       char path[32] = {};
@@ -228,6 +322,16 @@ int main(int argc, char** argv) {
   std::uint64_t bytes = 0;
   for (const Row& r : rows) bytes = std::max(bytes, r.bytes);
   rows.insert(rows.begin(), Row{"pinned copy (ceiling)", pinned_copy_seconds(bytes), bytes});
+  if (o.drop_cache) {  // the disk's ceilings on the files the warm loads read
+    const std::vector<std::string> data = files_under(o.work_dir + "/cache", data_file);
+    for (const auto& [name, threads, direct] : {std::tuple{"disk: 1 thread, 16 MiB reads (dd)", 1, false},
+                                                 std::tuple{"disk: 16 threads, 16 MiB O_DIRECT", 16, true}}) {
+      still_resident = std::max(still_resident, drop_from_page_cache(data));
+      Row row{name};
+      row.seconds = read_files(data, threads, direct, row.bytes);
+      rows.insert(rows.begin() + 1, row);
+    }
+  }
   double load_file = 0;
   if (o.tp_size == 1 && wanted("load_file")) {  // load_file reads the whole checkpoint: comparable at TP 1 only
     const std::string script = fmt::format(
@@ -235,6 +339,7 @@ int main(int argc, char** argv) {
         "t = time.perf_counter(); d = load_file('{}', device='cuda'); torch.cuda.synchronize(); "
         "print('result', time.perf_counter() - t, sum(v.numel() * v.element_size() for v in d.values()))",
         checkpoint);
+    if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache({checkpoint}));
     const std::string out = capture({"python3", "-c", script});
     Row row{"python safetensors load_file(cuda)"};
     unsigned long long b = 0;
@@ -244,8 +349,11 @@ int main(int argc, char** argv) {
     rows.push_back(row);
   }
 
-  std::printf("demo model %s, tp %d (rank 0), %s on the device, page cache warm\n",
-              format_size(demo::checkpoint_bytes(dit)).c_str(), o.tp_size, format_size(bytes).c_str());
+  std::printf("demo model %s, tp %d (rank 0), %s on the device, %s\n", format_size(demo::checkpoint_bytes(dit)).c_str(),
+              o.tp_size, format_size(bytes).c_str(),
+              o.drop_cache ? fmt::format("page cache dropped before each load ({:.1f}% of the pages resident after)",
+                                         100 * still_resident).c_str()
+                           : "page cache warm");
   std::printf("%-36s %10s %10s %14s\n", "method", "seconds", "GB/s", "vs load_file");
   for (const Row& r : rows) {
     const double rate = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0;
@@ -255,7 +363,7 @@ int main(int argc, char** argv) {
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     out << "{\"size_mib\": " << o.size_mib << ", \"tp_size\": " << o.tp_size << ", \"device_bytes\": " << bytes
-        << ", \"rows\": [";
+        << ", \"page_cache\": \"" << (o.drop_cache ? "dropped" : "warm") << "\", \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i)
       out << (i ? ", " : "") << "{\"method\": \"" << rows[i].method << "\", \"seconds\": " << rows[i].seconds
           << ", \"bytes\": " << rows[i].bytes << "}";

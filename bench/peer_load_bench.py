@@ -7,7 +7,10 @@ is on the device. One more run of each peer, not timed, checks every tensor it r
 the checkpoint's bytes (safetensors' own CPU reader, compared on the GPU byte for byte). Peers that are
 not installed are reported as such, not skipped silently.
 
-    python3 bench/peer_load_bench.py CHECKPOINT [--runs 3] [--peers a,b] [--json FILE]
+    python3 bench/peer_load_bench.py CHECKPOINT [--runs 3] [--peers a,b] [--json FILE] [--drop-cache]
+
+With --drop-cache the checkpoint is dropped from the page cache (posix_fadvise DONTNEED after a
+sync) before each timed run, as bench/gpu_load_bench.cpp's --drop-cache 1 does for snapcache.
 
 Peers (issue 21's list): safetensors load_file(device="cuda"); instanttensor safe_open with its
 default backend and with BackendPolicy.BUFFERED; fastsafetensors SafeTensorsFileLoader (nogds);
@@ -90,7 +93,18 @@ print(json.dumps({"seconds": seconds, "bytes": nbytes, "tensors": len(tensors), 
 '''
 
 
-def run_one(path, peer, check):
+def drop_from_page_cache(path):
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def run_one(path, peer, check, drop=False):
+    if drop:
+        drop_from_page_cache(path)
     proc = subprocess.run([sys.executable, "-c", CHILD, path, peer, "1" if check else "0"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -105,17 +119,19 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--json")
+    ap.add_argument("--drop-cache", action="store_true")
     args = ap.parse_args()
     size = os.path.getsize(args.checkpoint)
     results = {}
-    print(f"{args.checkpoint}: {size / 2**30:.2f} GiB; {args.runs} runs per peer, each in a new process")
+    print(f"{args.checkpoint}: {size / 2**30:.2f} GiB; {args.runs} runs per peer, each in a new process, "
+          f"page cache {'dropped before each run' if args.drop_cache else 'warm'}")
     print(f"{'peer':<24} {'min s':>8} {'median s':>9} {'GB/s (min)':>11}  bytes checked")
     for peer in args.peers.split(","):
         runs = []
         checked = run_one(args.checkpoint, peer, check=True)
         if "error" not in checked:
             for _ in range(args.runs):
-                r = run_one(args.checkpoint, peer, check=False)
+                r = run_one(args.checkpoint, peer, check=False, drop=args.drop_cache)
                 runs.append(r)
                 if "error" in r:
                     break
@@ -130,7 +146,8 @@ def main():
         print(f"{peer:<24} {min(secs):8.3f} {statistics.median(secs):9.3f} {nbytes / min(secs) / 1e9:11.1f}  {ok}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results}, f, indent=1)
+            json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results,
+                       "page_cache": "dropped" if args.drop_cache else "warm"}, f, indent=1)
 
 
 if __name__ == "__main__":

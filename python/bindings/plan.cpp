@@ -514,14 +514,16 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
       .def("name", &Uploader::name)
       .def("__repr__", [](const Uploader& u) { return "Uploader(" + u.name() + ")"; });
   m.def("per_storage_uploader", &per_storage_uploader, "One allocation and one copy per host storage.");
+  const StagedUploadOptions defaults;  // the C++ defaults, stated once (extend/gpu_upload.h)
   m.def(
       "staged_uploader",
       [](std::uint64_t pinned_bytes, std::uint64_t chunk_bytes, std::size_t threads, bool check_files,
          bool convert_layouts) {
         return staged_uploader({pinned_bytes, chunk_bytes, threads, check_files, convert_layouts});
       },
-      py::kw_only(), py::arg("pinned_bytes") = 1ull << 30, py::arg("chunk_bytes") = 16ull << 20,
-      py::arg("threads") = 0, py::arg("check_files") = true, py::arg("convert_layouts") = true,
+      py::kw_only(), py::arg("pinned_bytes") = defaults.pinned_bytes, py::arg("chunk_bytes") = defaults.chunk_bytes,
+      py::arg("threads") = defaults.threads, py::arg("check_files") = defaults.check_files,
+      py::arg("convert_layouts") = defaults.convert_layouts,
       "The GPU upload engine (pinned staging pool, copy streams; checks every snapshot chunk). LoadPlan "
       "uses it by default for loads of 64 MiB or more onto CUDA.");
 }

@@ -48,7 +48,10 @@ namespace {
 
 using gpu::cuda_status;
 
-constexpr std::uint64_t kBytesPerWorker = 256ull << 20;
+// By default a worker per 64 MiB of load: at 1 GiB, 4 workers (one per 256 MiB) took 0.12 s and
+// 8 or 16 took 0.09 s on the H200 machine (docs/performance.md), now that a worker's buffers are
+// pinned in huge pages (about a millisecond each).
+constexpr std::uint64_t kBytesPerWorker = 64ull << 20;
 constexpr std::uint64_t kPage = 4096;
 // Units of the direct path a worker keeps registered (in flight on the bus) at once: the page
 // cache it pins stays within two units per worker, as its pinned buffers do.
@@ -207,13 +210,15 @@ class StagedUploader final : public Uploader {
     }
     if (host.storage_of.size() != tensors.size())
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
+    // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
+    // (a smaller one would refuse the load, and the per-storage copy is many times slower).
+    auto plan = gpu::plan_staging(host, options_.chunk_bytes, options_.check_files, gpu::BufferFit::grow);
+    if (!plan) return plan.status().with_context("planning the upload");
     // Two buffers per worker: one is read into while the bus sends the other.
-    if (options_.chunk_bytes == 0 || options_.pinned_bytes < 2 * options_.chunk_bytes)
+    if (options_.pinned_bytes < 2 * plan->buffer_bytes)
       return Status(StatusCode::invalid_argument,
                     fmt::format("the pinned staging pool ({} bytes) holds no two {}-byte buffers", options_.pinned_bytes,
-                                options_.chunk_bytes));
-    auto plan = gpu::plan_staging(host, options_.chunk_bytes, options_.check_files);
-    if (!plan) return plan.status().with_context("planning the upload");
+                                plan->buffer_bytes));
     // One device allocation for the whole load, each storage at an aligned offset in it.
     auto arena = guarded([&]() -> Result<at::Tensor> {
       return at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(plan->destination_bytes, 1))},
@@ -230,9 +235,9 @@ class StagedUploader final : public Uploader {
  private:
   Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device) {
     if (plan.units.empty()) return Status::ok();
-    auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, options_.chunk_bytes);
-    // By default one worker per 256 MiB, at least two: each pins its buffers, and in a new process
-    // pinning a worker's buffers costs more than the worker saves on a small load. A thread count
+    auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, plan.buffer_bytes);
+    // By default one worker per kBytesPerWorker, at least two: each pins its buffers, and in a new
+    // process pinning a worker's buffers costs more than the worker saves on a small load. A thread count
     // the caller set is taken as it is (up to one worker per unit).
     const std::size_t wanted = options_.threads ? options_.threads : util::worker_count();
     const std::size_t by_size =
@@ -247,7 +252,7 @@ class StagedUploader final : public Uploader {
     at::Tensor scratch;
     if (converts) {
       auto made = guarded([&]() -> Result<at::Tensor> {
-        return at::empty({static_cast<std::int64_t>(workers * options_.chunk_bytes)},
+        return at::empty({static_cast<std::int64_t>(workers * plan.buffer_bytes)},
                          at::TensorOptions().dtype(at::kByte).device(c10::Device(c10::kCUDA, device_index)));
       });
       if (!made) return made.status().with_context("the device scratch buffers for transposes");
@@ -278,7 +283,7 @@ class StagedUploader final : public Uploader {
         return error.set(st);
       DeviceSink sink(arena, cuda.stream, c10::Device(c10::kCUDA, device_index));
       if (converts)
-        sink.set_scratch(static_cast<std::byte*>(scratch.data_ptr()) + id * options_.chunk_bytes, options_.chunk_bytes);
+        sink.set_scratch(static_cast<std::byte*>(scratch.data_ptr()) + id * plan.buffer_bytes, plan.buffer_bytes);
       // torch's kernels (the transposes) run on this worker's stream.
       c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(cuda.stream, device_index));
       // The second buffer is taken at the second unit, so a worker starts after pinning one; when

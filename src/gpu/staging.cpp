@@ -48,7 +48,7 @@ void add_units(Plan& plan, std::uint32_t source, const std::vector<std::uint32_t
 
 }  // namespace
 
-Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files) {
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files, BufferFit fit) {
   Plan plan;
   std::map<const StoredFile*, std::uint32_t> file_sources;
   std::vector<std::vector<std::uint32_t>> needs_of;  // per source
@@ -99,15 +99,31 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
     }
   }
 
-  for (std::uint32_t i = 0; i < plan.sources.size(); ++i) {
-    Plan::Source& src = plan.sources[i];
+  // Per source: the longest matrix row a transpose reads, and the bytes its needs span; then the
+  // smallest buffer that holds a unit of that source.
+  struct Extent {
     std::uint64_t tail = 0, begin = UINT64_MAX, end = 0;
+  };
+  std::vector<Extent> extents(plan.sources.size());
+  std::uint64_t needed = 1;
+  for (std::uint32_t i = 0; i < plan.sources.size(); ++i) {
+    Extent& e = extents[i];
     for (std::uint32_t n : needs_of[i]) {
       const Plan::Need& need = plan.needs[n];
-      if (need.transpose()) tail = std::max(tail, need.row_bytes());
-      begin = std::min(begin, need.begin);
-      end = std::max(end, need.end);
+      if (need.transpose()) e.tail = std::max(e.tail, need.row_bytes());
+      e.begin = std::min(e.begin, need.begin);
+      e.end = std::max(e.end, need.end);
     }
+    const Plan::Source& src = plan.sources[i];
+    const std::uint64_t unit = src.memory != nullptr ? 0 : src.checked ? src.file->chunk_bytes() : 4096;
+    needed = std::max({needed, 2 * e.tail, e.tail + unit});
+  }
+  if (fit == BufferFit::grow && buffer_bytes < needed) buffer_bytes = align_up(needed, kBufferGranule);
+  plan.buffer_bytes = buffer_bytes;
+
+  for (std::uint32_t i = 0; i < plan.sources.size(); ++i) {
+    Plan::Source& src = plan.sources[i];
+    const auto [tail, begin, end] = extents[i];
     if (tail > buffer_bytes / 2)
       return Status(StatusCode::unsupported,
                     fmt::format("a matrix row of {} bytes does not fit a {}-byte staging buffer twice", tail,

@@ -69,16 +69,27 @@ struct StagingPlan {
   std::vector<Unit> units;
   std::vector<std::uint64_t> storage_offsets;  // in the destination, per host storage
   std::uint64_t destination_bytes = 0;
+  std::uint64_t buffer_bytes = 0;   // the staging buffer the units were cut for
   std::uint64_t bytes_checked = 0;  // the sizes of the stored files checked chunk by chunk
 };
 
 // Destination offsets are multiples of this, as cudaMalloc's allocations are.
 inline constexpr std::uint64_t kDestinationAlignment = 512;
 
+// Staging buffers are mapped in huge pages (gpu/pinned_pool.h): a buffer that grows to fit grows to
+// a multiple of this.
+inline constexpr std::uint64_t kBufferGranule = 2ull << 20;
+
+// What a plan does with a buffer too small for a load: refuse, or take the smallest that fits.
+enum class BufferFit { exact, grow };
+
 // The plan for staging buffers of `buffer_bytes`; with `check_files`, every chunk of each stored
-// file a storage names is read and checked. Fails (unsupported) when a matrix row of a pending
-// conversion, or a file's checksum chunk, does not fit a buffer with room to spare.
-Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true);
+// file a storage names is read and checked. A buffer must hold a file's checksum chunk plus the
+// tail of the longest matrix row a transpose reads past it, and every such row twice. When it does
+// not: with BufferFit::exact, fails (unsupported); with BufferFit::grow, the plan is cut for the
+// smallest buffer that does, a whole number of kBufferGranule (StagingPlan::buffer_bytes).
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true,
+                                 BufferFit fit = BufferFit::exact);
 
 // Whether a unit transposes (so its sink needs room for a unit's rows where it transposes).
 bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit);

@@ -15,6 +15,7 @@
 #include "pipeline/deferred_layout.h"
 #include "pipeline/eligibility.h"
 #include "pipeline/group_agreement.h"
+#include "pipeline/named.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
@@ -140,8 +141,8 @@ Result<HostStorages> prepare_on_host(Load& load, NamedTensors& tensors, ServedSt
         SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
                                                                 : deferred->materialize(tensors));
       if (properties.writes == PostLoadWrites::may_write_in_place)
-        for (auto& [name, t] : tensors)
-          if (std::find(targets.begin(), targets.end(), name) != targets.end()) {
+        for (const auto wanted = pipeline::name_set(targets); auto& [name, t] : tensors)
+          if (wanted.count(name) != 0) {
             if (t.has_storage()) served.written_in_place(t.storage().unsafeGetStorageImpl());
             written_in_place.insert(name);
           }
@@ -189,8 +190,8 @@ std::uint64_t stored_file_bytes(const HostStorages& served) {
 }
 
 // Below this the plain copy is as fast: the engine's first load in a process pins its staging
-// buffers (one or two 16 MiB buffers per worker, a worker per 256 MiB), which costs about what a
-// plain copy of 64 MiB does (docs/performance.md).
+// buffers (two per worker, a worker per 64 MiB), which costs about what a plain copy of 64 MiB
+// does (docs/performance.md).
 constexpr std::uint64_t kStagedUploadMinBytes = 64ull << 20;
 
 // The engine for large loads onto CUDA devices, the plain copy for the rest (which hands CPU

@@ -36,9 +36,10 @@ class Fp8BlockScale final : public PostLoadMethod {
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);
     const std::string unsupported = properties().unsupported;
+    const pipeline::TensorsByName by_name(tensors);
     for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
-      at::Tensor& w = *pipeline::find(tensors, t[i]);
-      at::Tensor& s = *pipeline::find(tensors, t[i + 1]);
+      at::Tensor& w = *by_name.find(t[i]);
+      at::Tensor& s = *by_name.find(t[i + 1]);
       if (!unsupported.empty())
         return Status(StatusCode::unsupported, fmt::format("tensor '{}': {}", t[i], unsupported));
       if (w.dim() != 2 || !w.is_contiguous())

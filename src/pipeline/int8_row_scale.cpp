@@ -33,9 +33,10 @@ class Int8RowScale final : public PostLoadMethod {
 
   Status apply(NamedTensors& tensors) const override {
     auto t = targets(tensors);
+    const pipeline::TensorsByName by_name(tensors);
     for (std::size_t i = 0; i + 1 < t.size(); i += 2) {
-      at::Tensor& w = *pipeline::find(tensors, t[i]);
-      at::Tensor& s = *pipeline::find(tensors, t[i + 1]);
+      at::Tensor& w = *by_name.find(t[i]);
+      at::Tensor& s = *by_name.find(t[i + 1]);
       if (w.dim() != 2)
         return Status(StatusCode::invalid_argument, fmt::format("tensor '{}': int8 weight must be 2-d, is {}", t[i],
                                                                 format_dims(w.sizes())));

@@ -12,15 +12,16 @@
 namespace snapcache {
 
 std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensors, at::ScalarType dtype) {
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
+  for (const auto& [n, _] : tensors) names.insert(n);
   std::vector<std::string> out;
   for (const auto& [n, t] : tensors) {
     if (t.scalar_type() != dtype) continue;
-    const std::string scale = n + "_scale";
-    for (const auto& [m, _] : tensors)
-      if (m == scale) {
-        out.push_back(n);
-        out.push_back(scale);
-      }
+    std::string scale = n + "_scale";
+    if (names.count(scale) == 0) continue;
+    out.push_back(n);
+    out.push_back(std::move(scale));
   }
   return out;
 }
@@ -57,8 +58,9 @@ class LayoutConversion final : public PostLoadMethod {
   }
 
   Status apply(NamedTensors& tensors) const override {
+    const pipeline::TensorsByName by_name(tensors);
     for (const auto& name : targets(tensors)) {
-      at::Tensor& t = *pipeline::find(tensors, name);
+      at::Tensor& t = *by_name.find(name);
       if (t.scalar_type() != at::kHalf && t.scalar_type() != at::kChar)
         return Status(StatusCode::unsupported, fmt::format("tensor '{}': layout conversion is for float16 and int8, not {}",
                                                            name, c10::toString(t.scalar_type())));

@@ -378,6 +378,30 @@ TEST_CASE("a failing read of the engine's staged upload falls back, and every la
   CHECK(demo::identical(*reference, *again));
 }
 
+TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow to fit: no fallback, the same bytes",
+          "[gpu]") {
+  ConvertingModel m;  // conversions pending: units read the rows of a transpose past their chunks
+  LoadPlan plan = m.plan;
+  auto store = *Store::open(test::test_config(m.dir / "cache"));
+  plan.uploader = staged_uploader();
+  auto cold = load_model(store.get(), plan);
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  for (std::uint64_t asked : {std::uint64_t{4096}, std::uint64_t{8} << 20}) {
+    INFO("staging buffers of " << asked << " bytes asked for");
+    StagedUploadOptions options;
+    options.chunk_bytes = asked;  // 8 MiB: one published chunk, no room for the rows past it
+    plan.uploader = staged_uploader(options);
+    auto warm = load_model(store.get(), plan);
+    REQUIRE(warm.is_ok());
+    REQUIRE(warm->report.path == LoadPath::hit);
+    for (const auto& s : warm->report.stages) CHECK(s.stage != "upload (fallback)");
+    CHECK(warm->report.bytes_checked > 0);
+    CHECK(demo::identical(*m.reference, *warm));
+    CHECK(demo::identical(demo::forward(m.config, *m.reference), demo::forward(m.config, *warm)));
+  }
+}
+
 TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map goes through the buffers",
           "[gpu][direct]") {
   ConvertingModel m;  // conversions pending: direct units transpose on the device too

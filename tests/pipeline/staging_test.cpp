@@ -318,6 +318,34 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     auto plan = gpu::plan_staging(test::pending_transposes(matrices), 4 << 10);
     CHECK(plan.status().code() == StatusCode::unsupported);
   }
+
+  SECTION("a buffer too small for a checksum chunk and a row's tail grows to fit when asked") {
+    // The engine asks for buffers that grow: a buffer of exactly one chunk leaves no room for the
+    // rows a transpose reads past it, which refused the load (and the per-storage copy took 17x as
+    // long on the GPU machine).
+    test::TempDir dir;
+    auto store = *Store::open(test::test_config(dir / "cache"));
+    const Key key = test::test_key(9);
+    REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
+    LookupOutcome hit = store->lookup(key);
+    REQUIRE(hit.result == LookupResult::hit);
+    const std::uint64_t chunk = hit.snapshot->manifest().files.at(0).chunk_size;
+    const NamedTensors mapped = tensors_of(hit.snapshot);
+    HostStorages served = *snapshot_storages(hit.snapshot, mapped);
+    const HostStorages pending = test::pending_transposes(mapped, &served);
+    CHECK(gpu::plan_staging(pending, chunk).status().code() == StatusCode::unsupported);
+    auto grown = gpu::plan_staging(pending, chunk, true, gpu::BufferFit::grow);
+    REQUIRE(grown.is_ok());
+    CHECK(grown->buffer_bytes > chunk);
+    CHECK(grown->buffer_bytes % gpu::kBufferGranule == 0);
+    CHECK(grown->buffer_bytes - chunk <= gpu::kBufferGranule);  // a chunk and the tail, no more
+    CHECK(grown->bytes_checked == hit.snapshot->manifest().files.at(0).size);
+    require_transposed(run_into_host(*grown, grown->buffer_bytes), *grown, matrices);
+    // A buffer that fits is taken as it is.
+    auto as_asked = gpu::plan_staging(pending, 16 << 20, true, gpu::BufferFit::grow);
+    REQUIRE(as_asked.is_ok());
+    CHECK(as_asked->buffer_bytes == (16u << 20));
+  }
 }
 
 TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",

@@ -3,7 +3,12 @@
 # load benchmark of issue 21 at each size, in one run. For each size, snapcache's loads
 # (bench/gpu_load_bench.cpp: the bus, cold, warm, view-only, ...) and then the peers a user could
 # pick instead (bench/peer_load_bench.py: their PyPI wheels from .whl) on the same checkpoint,
-# every load in a new process. Tables and JSON go to $OUT. ONLY must name cold for a size not yet published.
+# every load in a new process. Into $OUT: loads.txt (the tables), stages.txt (each load's stage
+# table) and loads.jsonl (a JSON object per bench run), appended to by each call in one $OUT.
+# ONLY must name cold for a size not yet published.
+# DROP=1: the page cache is dropped before each load (and the disk's ceilings are measured), for
+# snapcache and the peers alike; TP=8: snapcache's loads of one rank of eight (the peers, which
+# read the whole checkpoint, are then left out).
 #
 #   SIZES="64 300 1024 16384" RUNS=3 PEERS=safetensors,instanttensor_buffered ONLY=cold,warm,warm-view-only \
 #     bash tools/gpu/measure-loads.sh
@@ -14,16 +19,23 @@ runs=${RUNS:-3}
 peers=${PEERS:-safetensors,instanttensor,instanttensor_buffered,fastsafetensors,runai}
 only=()
 [[ -n "${ONLY:-}" ]] && only=(--only "$ONLY")
+drop=() peer_drop=()
+[[ "${DROP:-0}" == 1 ]] && drop=(--drop-cache 1) peer_drop=(--drop-cache)
+tp=${TP:-1}
+[[ "$tp" != 1 ]] && peers=none
 peer_dir=/tmp/snapcache-peers
 if compgen -G ".whl/*.whl" >/dev/null; then
   pip install -q --no-index --no-deps --target "$peer_dir" .whl/*.whl
 fi
 for mib in $sizes; do
   work=/tmp/snapcache-bench-$mib
-  build/gpu/bench/snapcache_gpu_load_bench --size-mib "$mib" --work-dir "$work" --runs "$runs" "${only[@]}" \
-    --json "$out/load-$mib.json" 2>"$out/load-$mib.stages.txt" | tee "$out/load-$mib.txt"
+  build/gpu/bench/snapcache_gpu_load_bench --size-mib "$mib" --tp-size "$tp" --work-dir "$work" --runs "$runs" \
+    "${only[@]}" "${drop[@]}" --json "$work.json" 2>>"$out/stages.txt" | tee -a "$out/loads.txt"
+  tr -d '\n' <"$work.json" >>"$out/loads.jsonl" && echo >>"$out/loads.jsonl"
   checkpoint=$(ls "$work"/*.safetensors | head -n 1)
   [[ "$peers" == none ]] && continue
   PYTHONPATH=$peer_dir python3 bench/peer_load_bench.py "$checkpoint" --runs "$runs" --peers "$peers" \
-    --json "$out/peers-$mib.json" | tee "$out/peers-$mib.txt"
+    "${peer_drop[@]}" --json "$work-peers.json" | tee -a "$out/loads.txt"
+  { printf '{"size_mib": %s, "peers": ' "$mib"; cat "$work-peers.json"; echo '}'; } | tr -d '\n' >>"$out/loads.jsonl"
+  echo >>"$out/loads.jsonl"
 done

@@ -8,7 +8,7 @@
 // bus as raw rows and are transposed into place on the device. The pool is allocated once per
 // process and reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and
 // converted weights never take fresh host memory; device memory beyond the model's is one
-// `chunk_bytes` scratch buffer per thread while a load with conversions runs. All storages of a
+// staging buffer's worth of scratch per thread while a load with conversions runs. All storages of a
 // load share one device allocation; aliases stay aliases.
 //
 // load_model uses it by default for loads of 64 MiB or more onto CUDA devices (below that, pinning
@@ -30,8 +30,12 @@ namespace snapcache {
 
 struct StagedUploadOptions {
   std::uint64_t pinned_bytes = 1ull << 30;  // the staging pool, at most
-  std::uint64_t chunk_bytes = 16ull << 20;  // one staging buffer; each worker holds two
-  std::size_t threads = 0;                  // 0: the hardware threads, at most 16, one per 256 MiB
+  // One staging buffer; each worker holds two. A load whose checksum chunks (8 MiB as published)
+  // and the matrix rows a transpose reads past them need more gets buffers that fit, in whole 2 MiB
+  // huge pages. The default holds one chunk and 2 MiB of rows: pinned memory a worker pins in a new
+  // process costs about 0.1 ms per MiB, so a buffer no larger than a unit needs.
+  std::uint64_t chunk_bytes = 10ull << 20;
+  std::size_t threads = 0;  // 0: one per 64 MiB of load, at least two, at most the hardware threads (16)
   // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
   // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.
   bool check_files = true;
@@ -48,7 +52,9 @@ struct StagedUploadOptions {
   double direct_share = 0;
 };
 
-// An uploader with its own staging pool. Uploaders made with equal options share one pool.
+// An uploader with its own staging pool. Uploaders made with equal options share one pool; a load
+// whose chunks or matrix rows need larger buffers than `chunk_bytes` gets a pool of those buffers
+// (at most `pinned_bytes` too), kept as long as the uploader.
 SNAPCACHE_API std::shared_ptr<Uploader> staged_uploader(const StagedUploadOptions& options = {});
 
 }  // namespace snapcache
