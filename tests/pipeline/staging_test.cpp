@@ -263,6 +263,28 @@ void require_transposed(const std::vector<std::byte>& out, const gpu::StagingPla
   }
 }
 
+// Matrices published as one entry and looked up again: their storages as the snapshot tier serves
+// them, each naming where it lies in the data file.
+struct PublishedMatrices {
+  test::TempDir dir;
+  std::shared_ptr<Store> store;
+  LookupOutcome hit;
+  NamedTensors mapped;
+  HostStorages served;
+  explicit PublishedMatrices(const NamedTensors& matrices, int key_seed)
+      : store(*Store::open(test::test_config(dir / "cache"))) {
+    const Key key = test::test_key(key_seed);
+    REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
+    hit = store->lookup(key);
+    REQUIRE(hit.result == LookupResult::hit);
+    mapped = tensors_of(hit.snapshot);
+    auto storages = snapshot_storages(hit.snapshot, mapped);
+    REQUIRE(storages.is_ok());
+    served = std::move(*storages);
+  }
+  const DataFile& file() const { return hit.snapshot->manifest().files.at(0); }
+};
+
 }  // namespace
 
 TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory and from a data file", "[staging]") {
@@ -278,17 +300,12 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
   }
 
   SECTION("from a published data file, checked chunk by chunk") {
-    test::TempDir dir;
-    auto store = *Store::open(test::test_config(dir / "cache"));
-    const Key key = test::test_key(7);
-    REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
-    LookupOutcome hit = store->lookup(key);
-    REQUIRE(hit.result == LookupResult::hit);
-    const Manifest& m = hit.snapshot->manifest();
+    PublishedMatrices published(matrices, 7);
+    const Manifest& m = published.hit.snapshot->manifest();
     REQUIRE(m.files.size() == 1);
     REQUIRE(m.files[0].size > m.files[0].chunk_size);  // rows straddle checksum chunks
-    const NamedTensors mapped = tensors_of(hit.snapshot);
-    HostStorages served = *snapshot_storages(hit.snapshot, mapped);
+    const NamedTensors& mapped = published.mapped;
+    HostStorages& served = published.served;
     const std::uint64_t buffer = 16 << 20;
     auto plan = gpu::plan_staging(test::pending_transposes(mapped, &served), buffer);
     REQUIRE(plan.is_ok());
@@ -323,23 +340,16 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     // The engine asks for buffers that grow: a buffer of exactly one chunk leaves no room for the
     // rows a transpose reads past it, which refused the load (and the per-storage copy took 17x as
     // long on the GPU machine).
-    test::TempDir dir;
-    auto store = *Store::open(test::test_config(dir / "cache"));
-    const Key key = test::test_key(9);
-    REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
-    LookupOutcome hit = store->lookup(key);
-    REQUIRE(hit.result == LookupResult::hit);
-    const std::uint64_t chunk = hit.snapshot->manifest().files.at(0).chunk_size;
-    const NamedTensors mapped = tensors_of(hit.snapshot);
-    HostStorages served = *snapshot_storages(hit.snapshot, mapped);
-    const HostStorages pending = test::pending_transposes(mapped, &served);
+    PublishedMatrices published(matrices, 9);
+    const std::uint64_t chunk = published.file().chunk_size;
+    const HostStorages pending = test::pending_transposes(published.mapped, &published.served);
     CHECK(gpu::plan_staging(pending, chunk).status().code() == StatusCode::unsupported);
     auto grown = gpu::plan_staging(pending, chunk, true, gpu::BufferFit::grow);
     REQUIRE(grown.is_ok());
     CHECK(grown->buffer_bytes > chunk);
     CHECK(grown->buffer_bytes % gpu::kBufferGranule == 0);
     CHECK(grown->buffer_bytes - chunk <= gpu::kBufferGranule);  // a chunk and the tail, no more
-    CHECK(grown->bytes_checked == hit.snapshot->manifest().files.at(0).size);
+    CHECK(grown->bytes_checked == published.file().size);
     require_transposed(run_into_host(*grown, grown->buffer_bytes), *grown, matrices);
     // A buffer that fits is taken as it is.
     auto as_asked = gpu::plan_staging(pending, 16 << 20, true, gpu::BufferFit::grow);
@@ -351,15 +361,9 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
 TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",
           "[staging][direct]") {
   const NamedTensors matrices = test::odd_matrices();
-  test::TempDir dir;
-  auto store = *Store::open(test::test_config(dir / "cache"));
-  const Key key = test::test_key(8);
-  REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
-  LookupOutcome hit = store->lookup(key);
-  REQUIRE(hit.result == LookupResult::hit);
-  const DataFile& file = hit.snapshot->manifest().files.at(0);
-  auto host = snapshot_storages(hit.snapshot, tensors_of(hit.snapshot));  // plain copies from the file
-  REQUIRE(host.is_ok());
+  PublishedMatrices published(matrices, 8);
+  const DataFile& file = published.file();
+  HostStorages* host = &published.served;  // plain copies from the file
   const std::uint64_t buffer = file.chunk_size;  // a unit a chunk: the file takes several
   auto plan = gpu::plan_staging(*host, buffer);
   REQUIRE(plan.is_ok());
@@ -399,11 +403,15 @@ TEST_CASE("a cold load returns while its snapshot is published in the background
   slow->set_write_delay(std::chrono::milliseconds(20));  // a slow disk: publication takes a while
   auto store = f.store(slow);
 
+  // Held until the cold load has returned: on a busy machine (CI under the sanitizers, two cores)
+  // the delayed publication could otherwise end before the load's own work does.
+  slow->hold_writes();
   auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
   REQUIRE(cold.is_ok());
   REQUIRE(cold->report.path == LoadPath::miss);
   CHECK(cold->publication.pending());     // returned before the publication ended
   CHECK_FALSE(cold->report.publish.has_value());
+  slow->release_writes();
   require_identical(cold->weights, reference);
   const PublishOutcome published = cold->publication.wait();
   CHECK(published.result == PublishResult::published);
