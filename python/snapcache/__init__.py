@@ -47,7 +47,7 @@ def _check_torch() -> None:
             f"snapcache was built against torch {built} and needs exactly that torch, but this environment "
             f"has torch {torch.__version__} ({_os.path.dirname(torch.__file__)}). Install torch=={built}, or "
             f"rebuild snapcache against this torch: pip install --force-reinstall --no-deps <snapcache source> "
-            f"(torch 2.11 to 2.14; docs/python.md)")
+            f"(the torch releases it builds against: docs/python.md)")
 
 
 _check_torch()
