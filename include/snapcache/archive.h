@@ -13,9 +13,9 @@
 
 #include "snapcache/export.h"
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/status.h"
-#include "snapcache/store.h"
 
 namespace snapcache {
 

@@ -10,8 +10,8 @@
 #include "snapcache/dtype.h"
 #include "snapcache/export.h"
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
-#include "snapcache/store.h"
 
 namespace snapcache {
 

@@ -11,7 +11,9 @@
 // (ordinary loader, post-load method, refresh hook, tier, uploader) comes back as a Status.
 //
 // This header and what it includes (store.h, config.h, key.h, dtype.h, status.h) are a loader's
-// whole surface: no entry format, no seam. Tiers, uploaders, post-load methods, file systems and
+// whole surface: no entry format, no seam, and one outcome vocabulary: Status (a load's, its
+// publication's: PublicationReport) and the load's path (LoadPath). The store's own answers to
+// publish and lookup (snapcache/extend/store_access.h) are for those who call the store directly. Tiers, uploaders, post-load methods, file systems and
 // the host storages they share are for people who extend snapcache (snapcache/extend/); a plan
 // only holds them by pointer. tests/surface/check_surface.cmake holds this.
 #pragma once
@@ -119,6 +121,30 @@ struct GroupReport {
   double agreement_seconds = 0;    // in exchanges, waiting for the slowest rank included
 };
 
+// What a load's publication did, in the loader's words: a Status (as everywhere at the boundary)
+// and what it concerned. `status` ok: the entry is in the cache, written by this publication
+// (`written`) or already there (another process, or an earlier load, published it). Not ok: it is
+// not, and the status says why with the store's code and reason ("no_space: the entry (12.0 GiB)
+// does not fit ..."); `skipped` then tells a publication not attempted for a reason that is no
+// failure (the cache disabled or unavailable, an entry too large, another process writing it; also
+// wait() on a Publication never started) from a storage failure (nothing half-written remains).
+struct PublicationReport {
+  Status status;
+  bool written = false;  // with an ok status: this publication wrote the entry
+  bool skipped = false;  // with a non-ok status: not attempted, not a failure
+  std::string entry_id;
+  std::uint64_t bytes = 0;  // the entry's data bytes
+  double seconds = 0;
+  // What made room for it, in words ("evicted 2 entries (3.1 GiB) to make room: 58cd8e9c52a3 (dit,
+  // 1.5 GiB), ..."), "" when nothing did; and the ids of those entries, least recently used first.
+  std::string evictions;
+  std::vector<std::string> evicted;
+
+  bool failed() const { return !status.is_ok() && !skipped; }
+  // "published", "already_present", "skipped" or "failed": how reports and a group's ranks say it.
+  SNAPCACHE_API const char* outcome() const;
+};
+
 struct LoadReport {
   LoadPath path = LoadPath::miss;
   std::string reason;  // why this path: the answer of the tier that decided it
@@ -129,7 +155,7 @@ struct LoadReport {
   std::string entry_id;
   std::vector<TierAttempt> tiers;  // in the order tried, up to the one that served
   std::vector<StageTime> stages;
-  std::optional<PublishOutcome> publish;
+  std::optional<PublicationReport> publish;  // when the load waited for its publication
   std::optional<GroupReport> group;  // set for a load in a rank group
   // On a hit, how much of the served bytes were compared with their checksums during this load:
   // the upload engine checks every chunk it stages; the rest was trusted because the files'
@@ -177,15 +203,16 @@ class SNAPCACHE_API StageTimer {
 class SNAPCACHE_API Publication {
  public:
   Publication() = default;  // none was started
-  explicit Publication(std::shared_future<PublishOutcome> outcome) : outcome_(std::move(outcome)) {}
+  explicit Publication(std::shared_future<PublicationReport> report) : report_(std::move(report)) {}
 
-  bool started() const { return outcome_.valid(); }
+  bool started() const { return report_.valid(); }
   bool pending() const;  // started and not finished
-  // Blocks until it finished and returns the outcome; without one, `skipped`.
-  PublishOutcome wait() const;
+  // Blocks until it finished and returns its report; without one, skipped ("no publication was
+  // started").
+  PublicationReport wait() const;
 
  private:
-  std::shared_future<PublishOutcome> outcome_;
+  std::shared_future<PublicationReport> report_;
 };
 
 // Blocks until every background publication this process started has finished.
@@ -279,7 +306,7 @@ struct LoadedModel {
   DerivedBuffers derived;
   LoadReport report;
   // A cold load's publication, when it still runs in the background (report.publish is then
-  // unset); wait() for its outcome. The host tensors it writes are never handed out before it ends.
+  // unset); wait() for its PublicationReport. The host tensors it writes are never handed out before it ends.
   Publication publication;
 };
 

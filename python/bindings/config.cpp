@@ -9,9 +9,9 @@
 #include "common.h"
 #include "snapcache/config.h"
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "snapcache/text.h"
 
 namespace snapcache::python {

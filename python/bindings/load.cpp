@@ -1,6 +1,7 @@
 // Loading: load_model and reload_model (the GIL is released for the whole load, so other Python
 // threads run while the library reads, checks and uploads; callbacks take it back), the loaded
 // model, its report and its background publication.
+#include "snapcache/extend/store_access.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/text.h"
 #include "tensors.h"
@@ -60,6 +61,34 @@ void bind_report(py::module_& m) {
       .def_readonly("error", &StageTime::error, "'' when the stage finished.")
       .def("__repr__", [](const StageTime& s) {
         return "StageTime(" + s.stage + ", " + format_duration(s.seconds) + (s.error.empty() ? "" : ", " + s.error) + ")";
+      });
+  py::class_<PublicationReport>(m, "PublicationReport",
+                                "What a load's publication did: the entry in the cache (published now or already "
+                                "present), skipped or failed, and why.")
+      .def_property_readonly(
+          "result",
+          [](const PublicationReport& p) {
+            if (p.status) return p.written ? PublishResult::published : PublishResult::already_present;
+            return p.skipped ? PublishResult::skipped : PublishResult::failed;
+          },
+          "published, already_present, skipped or failed (a PublishResult).")
+      .def_property_readonly(
+          "ok", [](const PublicationReport& p) { return p.status.is_ok(); }, "Published now or already present.")
+      .def_property_readonly(
+          "code", [](const PublicationReport& p) { return std::string(to_string(p.status.code())); },
+          "The Status code behind a skip or failure ('no_space', ...); 'ok' when in the cache.")
+      .def_property_readonly(
+          "reason", [](const PublicationReport& p) { return p.status.message(); }, "Why not published; ''.")
+      .def_readonly("written", &PublicationReport::written, "This publication wrote the entry.")
+      .def_readonly("skipped", &PublicationReport::skipped, "Not published, and not a failure.")
+      .def_readonly("entry_id", &PublicationReport::entry_id)
+      .def_readonly("bytes", &PublicationReport::bytes)
+      .def_readonly("seconds", &PublicationReport::seconds)
+      .def_readonly("evicted", &PublicationReport::evicted, "Ids of the entries removed to make room.")
+      .def_readonly("evictions", &PublicationReport::evictions, "What made room, in words; '' when nothing did.")
+      .def("__repr__", [](const PublicationReport& p) {
+        return std::string("PublicationReport(") + p.outcome() +
+               (p.status ? "" : ", " + py::repr(py::str(p.status.to_string())).cast<std::string>()) + ")";
       });
   py::class_<LoadReport>(m, "LoadReport",
                          "What a load did: path and reason, every tier tried, every stage, the publication.")

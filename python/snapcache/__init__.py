@@ -75,7 +75,8 @@ from ._core import (  # noqa: E402
     Tier, snapshot_tier, ordinary_tier, default_tiers, donor_tier, Uploader, per_storage_uploader,
     staged_uploader, LoadPlan, key_for_plan,
     LoadPath, NotCached, TierOutcome, TierAttempt, StageTime, GroupTransport, RankGroup, rank_group,
-    rank_group_from_environment, GroupReport, LoadReport, Publication, wait_for_publications, LoadedModel,
+    rank_group_from_environment, GroupReport, PublicationReport, LoadReport, Publication, wait_for_publications,
+    LoadedModel,
 )
 from ._modules import load_module, module_layout, reload_module
 from ._stores import DEFAULT as _DEFAULT
@@ -105,7 +106,8 @@ __all__ = [
     "staged_uploader", "LoadPlan", "key_for_plan",
     # loading
     "LoadPath", "NotCached", "TierOutcome", "TierAttempt", "StageTime", "GroupTransport", "RankGroup", "rank_group",
-    "rank_group_from_environment", "GroupReport", "LoadReport", "Publication", "wait_for_publications",
+    "rank_group_from_environment", "GroupReport", "PublicationReport", "LoadReport", "Publication",
+    "wait_for_publications",
     "LoadedModel", "load_model", "reload_model", "load_module", "reload_module", "module_layout",
 ]
 # Not in __all__: snapcache.transformers and snapcache.diffusers (each imports its framework when

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_access.h"
+#include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "torch/exceptions.h"
@@ -24,17 +26,17 @@ class Registry {
   }
   ~Registry() { wait_all(); }
 
-  void add(const std::string& id, std::shared_future<PublishOutcome> outcome) {
+  void add(const std::string& id, std::shared_future<PublicationReport> outcome) {
     std::lock_guard lock(mutex_);
     running_[id] = std::move(outcome);
   }
-  std::shared_future<PublishOutcome> find(const std::string& id) {
+  std::shared_future<PublicationReport> find(const std::string& id) {
     std::lock_guard lock(mutex_);
     auto it = running_.find(id);
-    return it == running_.end() ? std::shared_future<PublishOutcome>{} : it->second;
+    return it == running_.end() ? std::shared_future<PublicationReport>{} : it->second;
   }
   void wait_all() {
-    std::map<std::string, std::shared_future<PublishOutcome>> all;
+    std::map<std::string, std::shared_future<PublicationReport>> all;
     {
       std::lock_guard lock(mutex_);
       all.swap(running_);
@@ -47,7 +49,7 @@ class Registry {
 
  private:
   std::mutex mutex_;
-  std::map<std::string, std::shared_future<PublishOutcome>> running_;
+  std::map<std::string, std::shared_future<PublicationReport>> running_;
 };
 
 }  // namespace
@@ -62,50 +64,74 @@ Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, 
   // The shared state of std::async keeps its callable until the last future goes; the job is moved
   // out when it runs, so the host tensors and the store are released as soon as it ends.
   auto job = std::make_unique<Job>(Job{std::move(store), key, std::move(tensors)});
-  std::shared_future<PublishOutcome> outcome =
+  std::shared_future<PublicationReport> report =
       std::async(std::launch::async, [job = std::move(job)]() mutable {
         const std::unique_ptr<Job> mine = std::move(job);
         try {
-          return publish_tensors(*mine->store, mine->key, mine->tensors);
+          return publication_report(publish_tensors(*mine->store, mine->key, mine->tensors));
         } catch (...) {
-          PublishOutcome failed;
-          failed.result = PublishResult::failed;
+          PublicationReport failed;
           failed.status = status_of_current_exception().with_context("background publication");
           return failed;
         }
       }).share();
-  registry.add(key_id(key), outcome);
-  return Publication(outcome);
+  registry.add(key_id(key), report);
+  return Publication(report);
 }
 
 void wait_for_publication_of(const Key& key) {
   if (auto f = Registry::instance().find(key_id(key)); f.valid()) f.wait();
 }
 
-std::string record_publication(const PublishOutcome& p, StageTimer& stage) {
-  switch (p.result) {
-    case PublishResult::published: stage.done(p.bytes); return {};
-    case PublishResult::already_present: stage.done(); return {};
-    case PublishResult::skipped: stage.done(); break;
-    case PublishResult::failed: stage.fail(p.status.to_string()); break;
+std::string record_publication(const PublicationReport& p, StageTimer& stage) {
+  if (p.status) {
+    stage.done(p.written ? p.bytes : 0);
+    return {};
   }
+  if (p.skipped)
+    stage.done();
+  else
+    stage.fail(p.status.to_string());
   return "not published: " + p.status.to_string();
 }
 
 }  // namespace pipeline
 
 bool Publication::pending() const {
-  return outcome_.valid() && outcome_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  return report_.valid() && report_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 }
 
-PublishOutcome Publication::wait() const {
-  if (!outcome_.valid()) {
-    PublishOutcome none;
-    none.result = PublishResult::skipped;
+PublicationReport Publication::wait() const {
+  if (!report_.valid()) {
+    PublicationReport none;
+    none.skipped = true;
     none.status = Status(StatusCode::not_found, "no publication was started");
     return none;
   }
-  return outcome_.get();
+  return report_.get();
+}
+
+const char* PublicationReport::outcome() const {
+  if (status) return written ? "published" : "already_present";
+  return skipped ? "skipped" : "failed";
+}
+
+PublicationReport publication_report(const PublishOutcome& outcome) {
+  PublicationReport report;
+  report.status = outcome.status;
+  report.written = outcome.result == PublishResult::published;
+  report.skipped = outcome.result == PublishResult::skipped;
+  // ok exactly when the entry is in the cache, whatever status the store left beside its result.
+  if (report.written || outcome.result == PublishResult::already_present)
+    report.status = Status::ok();
+  else if (report.status)
+    report.status = Status(StatusCode::io_error, std::string("not published: ") + to_string(outcome.result));
+  report.entry_id = outcome.entry_id;
+  report.bytes = outcome.bytes;
+  report.seconds = outcome.seconds;
+  report.evictions = describe_evictions(outcome.evicted);
+  for (const EvictedEntry& e : outcome.evicted) report.evicted.push_back(e.id);
+  return report;
 }
 
 void wait_for_publications() { pipeline::Registry::instance().wait_all(); }

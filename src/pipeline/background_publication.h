@@ -19,6 +19,6 @@ void wait_for_publication_of(const Key& key);
 
 // Records a finished publication in `stage` and returns the note for the report's reason ("" when
 // it was published or already present): the one reading of an outcome, blocking or not.
-std::string record_publication(const PublishOutcome& outcome, StageTimer& stage);
+std::string record_publication(const PublicationReport& report, StageTimer& stage);
 
 }  // namespace snapcache::pipeline

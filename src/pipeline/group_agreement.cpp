@@ -192,7 +192,7 @@ Status GroupAgreement::agree_on_outcome(const Status& local, bool damaged_hit, b
   nlohmann::json mine = {{"ok", local.is_ok()}, {"code", static_cast<int>(local.code())},
                          {"error", clipped(local.message())}, {"damaged_hit", damaged_hit}};
   if (report_.publish) {
-    mine["publish"] = to_string(report_.publish->result);
+    mine["publish"] = report_.publish->outcome();
     mine["publish_reason"] = clipped(report_.publish->status.message());
   }
   auto all = exchange(std::move(mine), "outcome of the load");

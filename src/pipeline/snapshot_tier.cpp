@@ -86,7 +86,7 @@ class SnapshotTier final : public Tier {
     }
     StageTimer stage(load.report, "publish");
     return {.note = pipeline::record_publication(
-                load.report.publish.emplace(publish_tensors(*load.store, *load.key, tensors)), stage),
+                load.report.publish.emplace(publication_report(publish_tensors(*load.store, *load.key, tensors))), stage),
             .publication = {}};
   }
 

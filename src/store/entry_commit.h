@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 
 namespace snapcache::store {
 

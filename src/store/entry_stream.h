@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "store/entry_commit.h"
 #include "util/hash.h"
 

@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
+#include "snapcache/extend/store_access.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "snapcache/text.h"
 
 namespace snapcache {

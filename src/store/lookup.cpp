@@ -108,6 +108,8 @@ Result<std::shared_ptr<Snapshot>> open_snapshot(const std::shared_ptr<FileSystem
 
 }  // namespace
 
+LookupOutcome Store::lookup(const Key& key) { return lookup(key, VerifyPolicy::trust_identity); }
+
 LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedLayout* expected) {
   const auto started = std::chrono::steady_clock::now();
   LookupOutcome out;

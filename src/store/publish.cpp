@@ -14,11 +14,11 @@
 
 #include "format/manifest.h"
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "snapcache/text.h"
 #include "snapcache/version.h"
 #include "store/chunk_hashing.h"
@@ -120,6 +120,11 @@ Status write_data(FileSystem& fs, int data, Manifest& m, std::span<const Storage
 }
 
 }  // namespace
+
+PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sources,
+                              std::vector<TensorRecord> tensors) {
+  return publish(key, sources, std::move(tensors), PublishOptions{});
+}
 
 PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sources,
                               std::vector<TensorRecord> tensors, const PublishOptions& options) {

@@ -10,6 +10,7 @@
 
 #include "format/manifest.h"
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"

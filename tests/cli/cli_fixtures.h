@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/store_access.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "util/file_io.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"

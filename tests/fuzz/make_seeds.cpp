@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "snapcache/archive.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 
 using namespace snapcache;
 namespace fsys = std::filesystem;

@@ -344,7 +344,7 @@ TEST_CASE("a failing read of the engine's staged upload falls back, and every la
   auto store = *Store::open(test::test_config(dir / "cache"), fs);
   auto cold = load_model(store.get(), plan);
   REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
 
   fs->reset_counters();
   auto clean = load_model(store.get(), plan);
@@ -415,7 +415,7 @@ TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it
   plan.uploader = staged_uploader();
   auto cold = load_model(store.get(), plan);
   REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
 
   auto fell_back = [](const LoadedModel& loaded) {
     for (const auto& s : loaded.report.stages)

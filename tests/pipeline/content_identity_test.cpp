@@ -71,9 +71,9 @@ LoadedModel publish(const std::string& checkpoint, const std::string& cache, boo
   auto model = load_model(store.get(), plan_for(checkpoint, hash_contents));
   REQUIRE(model.is_ok());
   REQUIRE(model->report.path == LoadPath::miss);
-  PublishOutcome published =
+  PublicationReport published =
       model->report.publish ? *model->report.publish : model->publication.wait();
-  REQUIRE(published.result == PublishResult::published);
+  REQUIRE(published.outcome() == std::string_view("published"));
   return std::move(*model);
 }
 

@@ -40,7 +40,7 @@ std::pair<std::shared_ptr<Store>, std::shared_ptr<FaultInjectingFileSystem>> cac
   auto cold = load_model(store.get(), f.staged_plan());
   REQUIRE(cold.is_ok());
   REQUIRE(cold->report.path == LoadPath::miss);
-  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
   return {store, fs};
 }
 

@@ -38,7 +38,7 @@ TEST_CASE("ordinary and cold and warm loads of the demo model give bit-identical
   REQUIRE(cold.is_ok());
   CHECK(cold->report.path == LoadPath::miss);
   REQUIRE(cold->report.publish.has_value());
-  CHECK(cold->report.publish->result == PublishResult::published);
+  CHECK(cold->report.publish->outcome() == std::string_view("published"));
   auto warm = load_model(store.get(), f.plan());
   REQUIRE(warm.is_ok());
   CHECK(warm->report.path == LoadPath::hit);

@@ -158,7 +158,7 @@ TEST_CASE("units served in place from a shared mapping of the data file give the
   auto store = f.store();
   auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
   REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
   for (double share : {0.4, 1.0}) {
     INFO("direct share " << share);
     auto engine = std::make_shared<HostStagingUploader>(share);
@@ -413,8 +413,8 @@ TEST_CASE("a cold load returns while its snapshot is published in the background
   CHECK_FALSE(cold->report.publish.has_value());
   slow->release_writes();
   require_identical(cold->weights, reference);
-  const PublishOutcome published = cold->publication.wait();
-  CHECK(published.result == PublishResult::published);
+  const PublicationReport published = cold->publication.wait();
+  CHECK(published.outcome() == std::string_view("published"));
   CHECK(slow->calls(FsOp::pwrite) > 0);
 
   auto warm = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
@@ -462,7 +462,7 @@ TEST_CASE("bytes being published never change: an in-place method waits for the 
   REQUIRE(cold.is_ok());
   CHECK_FALSE(cold->publication.started());  // waited for before the method ran
   REQUIRE(cold->report.publish.has_value());
-  CHECK(cold->report.publish->result == PublishResult::published);
+  CHECK(cold->report.publish->outcome() == std::string_view("published"));
   const auto& stages = cold->report.stages;
   CHECK(std::any_of(stages.begin(), stages.end(),
                     [](const StageTime& s) { return s.stage.starts_with("publish (wait: post-load method double-in-place"); }));
@@ -481,7 +481,7 @@ TEST_CASE("a CPU load that hands out the published host tensors returns after th
   REQUIRE(cold.is_ok());
   CHECK_FALSE(cold->publication.started());
   REQUIRE(cold->report.publish.has_value());
-  CHECK(cold->report.publish->result == PublishResult::published);
+  CHECK(cold->report.publish->outcome() == std::string_view("published"));
 }
 
 TEST_CASE("without a CUDA device the engine copies plainly on the CPU and its CUDA calls fail with the reason",

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "snapcache/config.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 
 namespace snapcache::test {
 

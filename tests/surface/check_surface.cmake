@@ -2,13 +2,20 @@
 # <snapcache/pipeline.h> compiles, sees at most six public headers besides export.h and
 # version.h, and no header for people who extend snapcache (snapcache/extend/) nor one that
 # describes the bytes of an entry (manifest.h, safetensors*.h); nor does any public header it
-# reaches define a format or extension type (a forward declaration is fine: naming costs nothing).
+# reaches define a format or extension type, nor the store's own outcome vocabulary (a loader's is
+# Status and the load's path; snapcache/extend/store_access.h has the store's): a forward
+# declaration is fine, naming costs nothing.
 #
 #   cmake -DCXX=... -DINCLUDES="dir|dir|..." -DSOURCE=loader_example.cpp -P check_surface.cmake
 set(max_headers 6)
 set(forbidden_headers manifest.h safetensors.h safetensors_header.h)
 set(forbidden_types Manifest DataFile StorageRecord TensorRecord StoredFile StoredBytes PendingTranspose HostStorage
-    HostStorages TierAnswer Tier Uploader PostLoadMethod SafetensorsHeader)
+    HostStorages TierAnswer Tier Uploader PostLoadMethod SafetensorsHeader
+    # the store's vocabulary
+    LookupResult LookupOutcome PublishResult PublishOutcome Snapshot VerifyPolicy StorageSource PublishOptions
+    EvictedEntry ShapeCheck)
+# Functions of the store's vocabulary, declared nowhere a loader reaches.
+set(forbidden_functions describe_evictions check_expected_layout)
 
 string(REPLACE "|" ";" includes "${INCLUDES}")
 set(flags -std=c++20)
@@ -55,8 +62,13 @@ endif()
 string(FIND "${text}" "namespace snapcache" first)
 string(SUBSTRING "${text}" ${first} -1 text)
 foreach(type IN LISTS forbidden_types)
-  if(text MATCHES "(struct|class)( SNAPCACHE_API| \\[\\[gnu::visibility\\(\"default\"\\)\\]\\])? ${type}[ \n]*(final[ \n]*)?[{:]")
+  if(text MATCHES "(enum class|struct|class)( SNAPCACHE_API| \\[\\[gnu::visibility\\(\"default\"\\)\\]\\])? ${type}[ \n]*(final[ \n]*)?[{:]")
     string(APPEND problems "defines ${type}\n")
+  endif()
+endforeach()
+foreach(function IN LISTS forbidden_functions)
+  if(text MATCHES "[^A-Za-z0-9_]${function}[ \n]*\\(")
+    string(APPEND problems "declares ${function}\n")
   endif()
 endforeach()
 

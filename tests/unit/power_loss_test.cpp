@@ -5,9 +5,9 @@
 // published bytes or misses, and a publication that had returned `published` survives. This is
 // what proves the order of fsyncs and renames; killing a process (the store's process tests)
 // cannot, because the kernel keeps what a dead process wrote.
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/power_loss_fs.h"
 #include "support/raw_storages.h"

@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <set>
 
+#include "snapcache/extend/store_access.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"

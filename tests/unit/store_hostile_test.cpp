@@ -11,9 +11,9 @@
 #include <stdexcept>
 
 #include "snapcache/config.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"

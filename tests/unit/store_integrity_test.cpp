@@ -6,10 +6,10 @@
 
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "store/layout.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"

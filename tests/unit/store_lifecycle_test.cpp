@@ -3,9 +3,9 @@
 #include <thread>
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "snapcache/text.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"

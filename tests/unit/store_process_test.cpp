@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/child_process.h"
 #include "support/kill_trials.h"

@@ -2,10 +2,10 @@
 // layout the manifest can describe, aliases, zero-size storages, private mappings, lifetimes.
 #include <cstring>
 
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
-#include "snapcache/store.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"

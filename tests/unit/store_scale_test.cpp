@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
-#include "snapcache/store.h"
 #include "store/entry_index.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"

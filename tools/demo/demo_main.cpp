@@ -329,13 +329,11 @@ int main(int argc, char** argv) {
     if (first->model.publication.started()) {
       // On a GPU the load returned while the snapshot was still being written; a server would go
       // on serving. The restarted process needs the entry, so this one waits for it.
-      const PublishOutcome p = first->model.publication.wait();
-      const std::string evicted = describe_evictions(p.evicted);
-      fmt::print("background publication: {}{}{}\n\n", to_string(p.result),
-                 p.result == PublishResult::published
-                     ? fmt::format(" ({} in {})", format_size(p.bytes), format_duration(p.seconds))
-                     : ": " + printable(p.status.to_string()),
-                 evicted.empty() ? "" : "; " + printable(evicted));
+      const PublicationReport p = first->model.publication.wait();
+      fmt::print("background publication: {}{}{}\n\n", p.outcome(),
+                 p.written ? fmt::format(" ({} in {})", format_size(p.bytes), format_duration(p.seconds))
+                           : ": " + printable(p.status.to_string()),
+                 p.evictions.empty() ? "" : "; " + printable(p.evictions));
     }
     fmt::print("restarting as a new process...\n\n");
     return start_restarted_process(argc, argv, first->fingerprint, reference->model.report.seconds);

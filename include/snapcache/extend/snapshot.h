@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
 #include "snapcache/pipeline.h"
-#include "snapcache/store.h"
 
 namespace snapcache {
 

@@ -67,6 +67,12 @@ struct Kept {
                             // it must (a method that writes in place, a failed load, a group)
 };
 
+// The store's answer to a publication (Store::publish, publish_tensors) as a load reports it: ok
+// when published or already present, `skipped` or failed with the store's status otherwise, the
+// evicted entries in words. A tier that keeps weights in the background makes its Publication of
+// these.
+SNAPCACHE_API PublicationReport publication_report(const PublishOutcome& outcome);
+
 class SNAPCACHE_API Tier {
  public:
   virtual ~Tier();
