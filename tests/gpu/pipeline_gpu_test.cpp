@@ -386,7 +386,7 @@ TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow 
   plan.uploader = staged_uploader();
   auto cold = load_model(store.get(), plan);
   REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().result == PublishResult::published);
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
   for (std::uint64_t asked : {std::uint64_t{4096}, std::uint64_t{8} << 20}) {
     INFO("staging buffers of " << asked << " bytes asked for");
     StagedUploadOptions options;
