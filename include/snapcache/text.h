@@ -1,6 +1,9 @@
 // Quantities as people read and write them: sizes ("128GiB", "1.5 GiB"), ages ("7d"), durations
-// ("12.3 ms"), tensor shapes ("[4, 8]") and 64-bit checksums. The `snapcache` command and the
-// library's own messages use these, so a size reads the same everywhere.
+// ("12.3 ms"), tensor shapes ("[4, 8]") and 64-bit checksums. The library reads sizes with these
+// (the settings file, SNAPCACHE_CAPACITY) and writes its messages with them (why: "modified 3m
+// after the entry was made"); the `snapcache` command, which may use only the public API, reads
+// its options and prints its tables with the same functions, so a size or an age is one rule
+// (one number grammar, one clock that saturates instead of wrapping) wherever it is read or shown.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +32,6 @@ SNAPCACHE_API std::string format_size(std::uint64_t bytes);
 SNAPCACHE_API Result<std::int64_t> parse_age_seconds(std::string_view text);
 // "2y", "3d", "5h", "12m", "40s": the largest unit with a whole number (a year is 365 days).
 SNAPCACHE_API std::string format_age(std::int64_t seconds);
-// The age, as format_age, of a moment given in nanoseconds since the Unix epoch (an entry's
-// creation or last use): "3d" when it was three days ago, "0s" for a moment in the future.
-SNAPCACHE_API std::string format_age_since(std::int64_t unix_ns);
 // The same moment as people read it relative to now: "3d ago"; "in 9y" for one in the future (a
 // file's time is whatever its writer set: a wrong clock, a copy from a host whose clock was); "in
 // the future" for one past what nanoseconds since 1970 hold (after 2262: a saturated time).

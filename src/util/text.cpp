@@ -146,10 +146,6 @@ std::string format_duration(double seconds) {
 
 std::string format_dims(std::span<const std::int64_t> dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
 
-std::string format_age_since(std::int64_t unix_ns) {
-  return format_age(util::elapsed_ns(unix_ns, util::now_unix_ns()) / 1'000'000'000);
-}
-
 std::string format_time_from_now(std::int64_t unix_ns) {
   if (unix_ns == util::kLatestUnixNs) return "in the future";  // saturated: after 2262
   const std::int64_t now = util::now_unix_ns();

@@ -71,7 +71,6 @@ TEST_CASE("a time in the future counts as now for ordering, shows as the future 
   CHECK(format_time_from_now(util::kLatestUnixNs) == "in the future");
   CHECK(format_time_from_now(now - 3 * 86400 * kNs - kNs) == "3d ago");
   CHECK(format_time_from_now(now - 400 * 86400 * kNs) == "1y ago");
-  CHECK(format_age_since(k2036 * kNs) == "0s");
 }
 
 TEST_CASE("least recently used during a publication: a lease dated 2036 or 2300 counts as used now, then ages",
