@@ -90,7 +90,7 @@ if(SNAPCACHE_CORE_ONLY OR SNAPCACHE_FUZZ)
   return()
 endif()
 
-# --- CUDA toolkit (runtime only; we launch no kernels of our own yet) -------------------------
+# --- CUDA toolkit: the runtime, and nvcc for our one kernel (src/gpu/transpose_kernel.cu) ------
 find_package(CUDAToolkit REQUIRED)
 
 # --- libtorch, from the pinned PyPI wheel -----------------------------------------------------
@@ -129,6 +129,12 @@ if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
 endif()
 set(SNAPCACHE_TORCH_CUDA_ARCH_LIST "$ENV{TORCH_CUDA_ARCH_LIST}")
 find_package(Torch REQUIRED)
+# Torch's package enables CUDA and turns CMAKE_CUDA_ARCHITECTURES off; our kernel names its own
+# targets: machine code for each GPU generation CUDA 13 builds for (Turing to Blackwell), and PTX
+# of the newest for later ones. The GPU machine's preset builds for the H200's alone.
+enable_language(CUDA)
+set(SNAPCACHE_CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual"
+    CACHE STRING "GPU architectures of snapcache's own kernel (CMake's CUDA_ARCHITECTURES syntax)")
 # The torch this build is for: the installed package's snapcacheConfig.cmake and the Python
 # package's metadata (python/build_support) record it, and each refuses any other at use.
 set(SNAPCACHE_TORCH_BUILT_VERSION "${Torch_VERSION}")

@@ -34,6 +34,7 @@
 #include "gpu/pinned_pool.h"
 #include "gpu/staging.h"
 #include "gpu/cuda_status.h"
+#include "gpu/device_transpose.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
@@ -59,17 +60,6 @@ constexpr std::size_t kRegisteredPerWorker = 2;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
 
-// An integer type of `bytes` bytes: the elements a transpose moves, never interpreted as numbers
-// (a float NaN's payload, a negative zero stay as they are).
-c10::ScalarType integer_of_size(std::uint64_t bytes) {
-  switch (bytes) {
-    case 8: return at::kLong;
-    case 4: return at::kInt;
-    case 2: return at::kShort;
-    default: return at::kByte;
-  }
-}
-
 // Copies on one stream into the load's device allocation; transposes through `scratch`.
 class DeviceSink final : public gpu::StagingSink {
  public:
@@ -81,26 +71,16 @@ class DeviceSink final : public gpu::StagingSink {
   Status copy(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) override {
     return check(cudaMemcpyAsync(arena_ + dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copying to the device");
   }
-  // The raw rows cross the bus into the scratch buffer; a kernel on the same stream writes their
-  // transpose into place. Stream order keeps the next unit's bytes out of the scratch buffer until
-  // the kernel has read it. Elements wider than 8 bytes move as several 8-byte (or narrower) words.
+  // The raw rows cross the bus into the scratch buffer; a kernel on the same stream (torch's
+  // current one: the worker's) writes their transpose into place. Stream order keeps the next
+  // unit's bytes out of the scratch buffer until the kernel has read it.
   Status transpose(std::uint64_t dst, std::uint64_t dst_pitch, const std::byte* src, std::uint64_t rows,
                    std::uint64_t cols, std::uint64_t element_size) override {
     const std::uint64_t bytes = rows * cols * element_size;
     if (bytes > scratch_bytes_) return Status(StatusCode::invalid_argument, "a transpose does not fit the device scratch buffer");
     SNAPCACHE_RETURN_IF_ERROR(check(cudaMemcpyAsync(scratch_, src, bytes, cudaMemcpyHostToDevice, stream_),
                                     "copying to the device"));
-    std::uint64_t word = 8;
-    while (element_size % word != 0) word /= 2;
-    const auto r = static_cast<std::int64_t>(rows), c = static_cast<std::int64_t>(cols),
-               k = static_cast<std::int64_t>(element_size / word);
-    return guarded([&]() -> Status {
-      const auto options = at::TensorOptions().dtype(integer_of_size(word)).device(device_);
-      at::Tensor from = at::from_blob(scratch_, {r, c, k}, options);
-      at::Tensor to = at::from_blob(arena_ + dst, {c, r, k}, {static_cast<std::int64_t>(dst_pitch / word), k, 1}, options);
-      to.copy_(from.permute({1, 0, 2}));
-      return Status::ok();
-    }).with_context("transposing on the device");
+    return gpu::transpose_on_device(arena_ + dst, dst_pitch, scratch_, rows, cols, element_size, device_);
   }
   Status wait() override { return check(cudaStreamSynchronize(stream_), "copying to the device"); }
 
@@ -284,7 +264,7 @@ class StagedUploader final : public Uploader {
       DeviceSink sink(arena, cuda.stream, c10::Device(c10::kCUDA, device_index));
       if (converts)
         sink.set_scratch(static_cast<std::byte*>(scratch.data_ptr()) + id * plan.buffer_bytes, plan.buffer_bytes);
-      // torch's kernels (the transposes) run on this worker's stream.
+      // The transposes run on torch's current stream: this worker's.
       c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(cuda.stream, device_index));
       // The second buffer is taken at the second unit, so a worker starts after pinning one; when
       // the pool has none to spare the worker goes on with one, waiting for each unit's copies.

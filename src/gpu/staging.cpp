@@ -80,16 +80,15 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
     if (s.nbytes == 0) continue;
     if (s.pending) {
       const PendingTranspose& p = *s.pending;
-      if (p.rows * p.cols * p.element_size != s.nbytes)
-        return Status(StatusCode::invalid_argument, "a pending layout conversion does not fill its storage");
-      Plan::Need need{0, s.nbytes, dst, p.rows, p.cols, p.element_size};
+      SNAPCACHE_RETURN_IF_ERROR(p.check(s.nbytes));
+      Plan::Need need{0, s.nbytes, dst, p.rows(), p.cols(), p.element_size()};
       std::uint32_t source = 0;
       if (p.source_file) {
         source = file_source(*p.source_file);
         need.begin = p.source_file->offset;
         need.end += need.begin;
       } else {
-        source = memory_source(p.source, s.nbytes);
+        source = memory_source(static_cast<const std::byte*>(p.source.data_ptr()), s.nbytes);
       }
       add_need(source, need);
     } else if (s.file) {
@@ -205,9 +204,14 @@ Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, 
 
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];
-  if (src.memory == nullptr) {
+  if (src.memory == nullptr && src.checked) {
+    // The unit's chunks, each checked as it is read; then the tail of the last matrix row begun
+    // here, which the next unit checks (plan_staging).
+    SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
+    if (unit.read_end > unit.end)
+      SNAPCACHE_RETURN_IF_ERROR(src.file->read(read + (unit.end - unit.begin), unit.end, unit.read_end - unit.end));
+  } else if (src.memory == nullptr) {
     SNAPCACHE_RETURN_IF_ERROR(src.file->read(read, unit.begin, unit.read_end - unit.begin));
-    SNAPCACHE_RETURN_IF_ERROR(check_chunks(plan, unit, read));
   }
   return serve_needs(plan, unit, read, read, sink);
 }

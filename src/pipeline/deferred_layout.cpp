@@ -35,7 +35,7 @@ DeferredLayouts* DeferredLayouts::current() { return current_layouts; }
 
 std::optional<at::Tensor> DeferredLayouts::defer_transpose(const at::Tensor& source) {
   const auto bytes = static_cast<std::uint64_t>(source.numel()) * source.element_size();
-  if (bytes < kMinDeferredBytes || source.dim() != 2 || !source.is_contiguous() || !source.device().is_cpu())
+  if (bytes < kMinDeferredBytes || !PendingTranspose{source, std::nullopt}.check(bytes))
     return std::nullopt;
   // Reserved, not backed: no page exists until the bytes are written, and a read before then
   // faults instead of returning zeros.
@@ -79,14 +79,10 @@ std::optional<PendingTranspose> DeferredLayouts::pending(const c10::StorageImpl*
   auto it = pending_.find(storage);
   if (it == pending_.end()) return std::nullopt;
   const at::Tensor& s = it->second.source;
-  PendingTranspose out;
-  out.source = static_cast<const std::byte*>(s.data_ptr());
-  out.rows = static_cast<std::uint64_t>(s.size(0));
-  out.cols = static_cast<std::uint64_t>(s.size(1));
-  out.element_size = static_cast<std::uint64_t>(s.element_size());
+  PendingTranspose out{s, std::nullopt};
   if (const StoredBytes* stored = stored_of(s.storage().unsafeGetStorageImpl())) {
     out.source_file = *stored;
-    out.source_file->offset += static_cast<std::uint64_t>(s.storage_offset()) * out.element_size;
+    out.source_file->offset += static_cast<std::uint64_t>(s.storage_offset()) * out.element_size();
   }
   return out;
 }

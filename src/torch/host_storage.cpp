@@ -27,6 +27,15 @@ std::uint64_t alignment_of(const void* p) {
 
 }  // namespace
 
+Status PendingTranspose::check(std::uint64_t storage_bytes) const {
+  if (!source.defined() || !source.device().is_cpu() || source.dim() != 2 || !source.is_contiguous())
+    return Status(StatusCode::invalid_argument,
+                  "a pending layout conversion's source is not a contiguous two-dimensional CPU tensor");
+  if (rows() * cols() * element_size() != storage_bytes)
+    return Status(StatusCode::invalid_argument, "a pending layout conversion does not fill its storage");
+  return Status::ok();
+}
+
 std::uint64_t HostStorages::total_bytes() const {
   std::uint64_t total = 0;
   for (const auto& s : storages) total += s.nbytes;

@@ -41,7 +41,8 @@ struct SmallModel {
 };
 
 // A four-layer demo model whose layout conversions (1 MiB and more) are left to the engine, and
-// the reference load: the per-storage copy, conversions written on the host.
+// the reference load: conversions written on the host (an engine that does not convert), then
+// copied as they are.
 struct ConvertingModel {
   test::TempDir dir;
   demo::DitConfig config = [] {
@@ -56,7 +57,9 @@ struct ConvertingModel {
   ConvertingModel() {
     REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
     plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
-    plan.uploader = per_storage_uploader();
+    StagedUploadOptions on_host;
+    on_host.convert_layouts = false;
+    plan.uploader = staged_uploader(on_host);
     auto loaded = load_model(nullptr, plan);
     REQUIRE(loaded.is_ok());
     reference.emplace(std::move(*loaded));
@@ -294,7 +297,41 @@ TEST_CASE("the engine writes layout conversions while staging and checks every b
   }
 }
 
-TEST_CASE("the engine transposes odd shapes of every element size as torch does, from memory and from a file",
+// Forwards to the per-storage copy, counting the pending conversions it is handed.
+class CountingPerStorage final : public Uploader {
+ public:
+  std::string name() const override { return "counting per-storage copy"; }
+  UploaderTraits traits(c10::Device device) const override { return per_storage_uploader()->traits(device); }
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
+    for (const HostStorage& s : host.storages) pending += s.pending.has_value();
+    return per_storage_uploader()->upload(tensors, host, device);
+  }
+  int pending = 0;
+};
+
+TEST_CASE("the per-storage copy writes layout conversions on the device, as the host writes them, cold and warm",
+          "[gpu]") {
+  ConvertingModel m;  // conversions of 1 MiB and more are left pending
+  const at::Tensor out = demo::forward(m.config, *m.reference);
+  test::TempDir cache_dir;
+  auto store = *Store::open(test::test_config(cache_dir / "cache"));
+  for (const LoadPath want : {LoadPath::miss, LoadPath::hit}) {
+    auto counting = std::make_shared<CountingPerStorage>();
+    LoadPlan plan = m.plan;
+    plan.uploader = counting;
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.path == want);
+    CHECK(counting->pending >= 8);  // mlp.up (int8) and adaln (fp16) of four layers
+    for (const auto& s : loaded->report.stages) CHECK(s.stage != "upload (fallback)");
+    CHECK(demo::identical(*m.reference, *loaded));
+    CHECK(demo::identical(out, demo::forward(m.config, *loaded)));
+    if (want == LoadPath::miss && !loaded->report.publish) REQUIRE(loaded->publication.wait().status.is_ok());
+  }
+}
+
+TEST_CASE("the engine and the per-storage copy transpose odd shapes of every element size as torch does, from "
+          "memory and from a file",
           "[gpu]") {
   const NamedTensors matrices = test::odd_matrices();
   NamedTensors outputs;  // what a load hands the uploader: [cols, rows] tensors over pending storages
@@ -304,11 +341,15 @@ TEST_CASE("the engine transposes odd shapes of every element size as torch does,
   small.chunk_bytes = 16 << 20;
   small.pinned_bytes = 64 << 20;
   auto check = [&](const HostStorages& host) {
-    for (const auto& options : {StagedUploadOptions{}, small}) {
-      auto uploaded = staged_uploader(options)->upload(outputs, host, cuda);
+    const std::vector<std::pair<std::string, std::shared_ptr<Uploader>>> uploaders = {
+        {"the engine", staged_uploader()}, {"the engine, small buffers", staged_uploader(small)},
+        {"the per-storage copy", per_storage_uploader()}};
+    for (const auto& [which, uploader] : uploaders) {
+      REQUIRE(uploader->traits(cuda).converts_layouts);
+      auto uploaded = uploader->upload(outputs, host, cuda);
       REQUIRE(uploaded.is_ok());
       for (std::size_t i = 0; i < matrices.size(); ++i) {
-        INFO(matrices[i].first << ", staging buffers of " << options.chunk_bytes);
+        INFO(matrices[i].first << ", " << which);
         const at::Tensor got = uploaded->tensors[i].second;
         CHECK(got.is_cuda());
         CHECK(at::equal(got.cpu().view(at::kByte), matrices[i].second.t().contiguous().view(at::kByte)));

@@ -331,6 +331,16 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     CHECK(failed.message().find("failed its checksum (tensors ") != std::string::npos);
   }
 
+  SECTION("a pending conversion whose source is not a contiguous matrix is refused, with the reason") {
+    // The source tensor says its shape: a transposed view would be read as the wrong matrix.
+    HostStorages host = test::pending_transposes(matrices);
+    const at::Tensor& first = matrices.front().second;
+    host.storages.front().pending->source = first.t();
+    auto plan = gpu::plan_staging(host, 64 << 10);
+    CHECK(plan.status().code() == StatusCode::invalid_argument);
+    CHECK(plan.status().message().find("not a contiguous two-dimensional CPU tensor") != std::string::npos);
+  }
+
   SECTION("a matrix row too long for the buffer is refused, not split") {
     auto plan = gpu::plan_staging(test::pending_transposes(matrices), 4 << 10);
     CHECK(plan.status().code() == StatusCode::unsupported);
@@ -356,6 +366,43 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     REQUIRE(as_asked.is_ok());
     CHECK(as_asked->buffer_bytes == (16u << 20));
   }
+}
+
+TEST_CASE("a stored file reads whole chunks checking each piece as it arrives, and names a chunk changed on disk",
+          "[staging]") {
+  const NamedTensors matrices = test::odd_matrices();
+  PublishedMatrices published(matrices, 10);
+  const DataFile& record = published.file();
+  const std::shared_ptr<const StoredFile>& file = published.served.storages.at(0).file->file;
+  const std::uint64_t chunk = record.chunk_size;
+  // Several chunks, the last one short, each read in several pieces.
+  REQUIRE(record.size > chunk);
+  REQUIRE(record.size % chunk != 0);
+  REQUIRE(chunk > (1u << 20));
+  std::vector<std::byte> plain(record.size), fused(record.size);
+  REQUIRE(file->read(plain.data(), 0, record.size).is_ok());
+  REQUIRE(file->read_checked(fused.data(), 0, record.size).is_ok());
+  CHECK((plain == fused));  // not decomposed: Catch cannot print bytes
+  std::vector<std::byte> tail(record.size - chunk);
+  REQUIRE(file->read_checked(tail.data(), chunk, record.size).is_ok());
+  CHECK(std::memcmp(tail.data(), plain.data() + chunk, tail.size()) == 0);
+
+  // Only whole chunks.
+  CHECK(file->read_checked(fused.data(), 1, record.size).code() == StatusCode::invalid_argument);
+  CHECK(file->read_checked(fused.data(), 0, chunk + 1).code() == StatusCode::invalid_argument);
+  CHECK(file->read_checked(fused.data(), 0, record.size + 1).code() == StatusCode::invalid_argument);
+
+  // A byte changed on disk under the same file identity (bit rot): the chunk that holds it fails,
+  // named with its tensors, read in pieces or whole; the chunk before it still reads clean.
+  test::flip_byte(file->name(), chunk + 5);
+  const Status damaged = file->read_checked(fused.data(), 0, record.size);
+  CHECK(damaged.code() == StatusCode::damaged);
+  INFO(damaged.message());
+  CHECK(damaged.message().find("data-0000.bin chunk 1 (bytes ") != std::string::npos);
+  CHECK(damaged.message().find("failed its checksum (tensors ") != std::string::npos);
+  REQUIRE(file->read(plain.data(), 0, record.size).is_ok());
+  CHECK(file->check(0, record.size, plain.data()).code() == StatusCode::damaged);
+  CHECK(file->read_checked(fused.data(), 0, chunk).is_ok());
 }
 
 TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",

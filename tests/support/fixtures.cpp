@@ -64,8 +64,7 @@ HostStorages pending_transposes(const NamedTensors& tensors, const HostStorages*
     const at::Tensor& t = tensors[i].second;
     HostStorage s;
     s.nbytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
-    PendingTranspose p{static_cast<const std::byte*>(t.data_ptr()), static_cast<std::uint64_t>(t.size(0)),
-                       static_cast<std::uint64_t>(t.size(1)), static_cast<std::uint64_t>(t.element_size()), {}};
+    PendingTranspose p{t, std::nullopt};
     if (stored != nullptr) {
       if (const auto& file = stored->storages.at(stored->storage_of.at(i)).file) {
         p.source_file = *file;

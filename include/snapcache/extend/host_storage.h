@@ -3,6 +3,7 @@
 // (tied weights, views) is read from here, so every consumer agrees on it.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Storage.h>
 
 #include <cstddef>
@@ -18,17 +19,23 @@
 
 namespace snapcache {
 
-// Bytes a post-load layout conversion has declared but not written: the transpose of the
-// row-major [rows, cols] matrix of `element_size`-byte elements at `source`, i.e. [cols, rows]
-// row-major. An uploader that converts layouts (Uploader::traits) writes them straight into its
-// pinned staging buffers, so converted weights never take fresh host memory; for any other
-// uploader the load writes them into the storage first.
+// Bytes a post-load layout conversion has declared but not written: the transpose of `source`, a
+// contiguous row-major [rows, cols] matrix, i.e. [cols, rows] row-major. The tensor keeps the
+// source's bytes alive and says their shape and element size, so an uploader never holds a bare
+// pointer. An uploader that converts layouts (Uploader::traits) writes them where it writes the
+// storage (the engine: from its pinned staging buffers; both built-in uploaders transpose on the
+// device), so converted weights never take fresh host memory; for any other uploader the load
+// writes them into the storage first.
 struct PendingTranspose {
-  const std::byte* source = nullptr;
-  std::uint64_t rows = 0;
-  std::uint64_t cols = 0;
-  std::uint64_t element_size = 0;
+  at::Tensor source;
   std::optional<StoredBytes> source_file;  // the source's first byte in a file a tier served from
+
+  std::uint64_t rows() const { return static_cast<std::uint64_t>(source.size(0)); }
+  std::uint64_t cols() const { return static_cast<std::uint64_t>(source.size(1)); }
+  std::uint64_t element_size() const { return static_cast<std::uint64_t>(source.element_size()); }
+  // ok when an uploader can write it into a storage of `storage_bytes`: the source is a defined,
+  // contiguous, two-dimensional CPU tensor whose bytes fill that storage exactly.
+  SNAPCACHE_API Status check(std::uint64_t storage_bytes) const;
 };
 
 struct HostStorage {

@@ -36,6 +36,11 @@ class SNAPCACHE_API StoredFile {
   // is a chunk's first byte and `end` a chunk's end or the file's. Fails with damaged, naming the
   // file, the chunk and the tensors in it.
   virtual Status check(std::uint64_t begin, std::uint64_t end, const std::byte* bytes) const = 0;
+  // Reads [begin, end), whole checksum chunks as check() takes them, into `out` and compares each
+  // chunk with its checksum: read() then check(), which is what this does unless a file does
+  // better. The store's files read each chunk in pieces and hash each piece as it arrives, while
+  // it is still in the CPU's cache, instead of reading a whole unit back from memory.
+  virtual Status read_checked(std::byte* out, std::uint64_t begin, std::uint64_t end) const;
   // The whole file mapped read-only and shared (its page cache, no private copy), for an uploader
   // that registers those pages with its device.
   virtual Result<MappedRegion> map() const = 0;
