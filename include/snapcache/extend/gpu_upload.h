@@ -2,7 +2,7 @@
 // read the load's bytes (stored files, StoredFile::read through their FileSystem, in whole
 // checksum chunks; host memory) into a bounded pool of pinned staging buffers, two per thread (one
 // is read into while the other crosses the bus), check every chunk of a snapshot file against its
-// manifest checksum on the way, and send each buffer to the device on the thread's own CUDA
+// manifest checksum on the way (each piece hashed as it is read, StoredFile::read_checked), and send each buffer to the device on the thread's own CUDA
 // stream as soon as it is staged. On request, a share of each snapshot file crosses the bus
 // straight from the page cache (`direct_share`), its chunks hashed where they lie. Pending layout conversions (the post-load transposes) cross the
 // bus as raw rows and are transposed into place on the device. The pool is allocated once per
@@ -12,7 +12,8 @@
 // load share one device allocation; aliases stay aliases.
 //
 // load_model uses it by default for loads of 64 MiB or more onto CUDA devices (below that, pinning
-// the staging buffers in a new process costs more than it saves); when it fails (device out of
+// the staging buffers in a new process costs more than it saves, and the per-storage copy, which
+// writes the conversions on the device as well, serves); when it fails (device out of
 // memory, pinned memory refused, a CUDA error) the load writes the pending conversions on the
 // host, falls back to the per-storage copy and the report says why. A chunk whose bytes differ
 // from its checksum is not retried: the tier that served it deals with its copy (the snapshot tier
