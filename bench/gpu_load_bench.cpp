@@ -17,7 +17,8 @@
 // the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
 // data files the same way: one thread reading 16 MiB at a time as `dd` does, and 16 threads of
 // 16 MiB O_DIRECT reads.
-// --only without `cold` keeps the entry an earlier run published (so a sweep publishes once).
+// --only without `cold` keeps the entry an earlier run published (so a sweep publishes once); with
+// `cold`, only the entry of this size and topology is evicted first.
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <cuda_runtime_api.h>
@@ -45,6 +46,7 @@
 #include "dit_model.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/uploader.h"
+#include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
 
@@ -283,12 +285,22 @@ int main(int argc, char** argv) {
   auto wanted = [&](const std::string& what) {
     return o.only.empty() || ("," + o.only + ",").find("," + what + ",") != std::string::npos;
   };
-  if (wanted("cold")) {  // start cold; without it, the warm loads read the entry an earlier run published
+  if (wanted("cold")) {
+    // Start cold: this load's entry goes, and only it. The entries of other topologies stay, so a
+    // later run without `cold` (another TP size, the page cache dropped) still loads warm; evicting
+    // every entry here once turned such a run's warm row into a miss.
     Config config;
     config.directory = o.work_dir + "/cache";
-    EvictRequest all;
-    all.all = true;
-    if (auto store = Store::open(config)) (void)evict(**store, all);
+    if (auto store = Store::open(config)) {
+      auto key = key_for_plan(**store, demo::make_plan(dit, checkpoint, c10::Device(c10::kCUDA, 0)));
+      if (!key) {
+        std::fprintf(stderr, "the load's key: %s\n", key.status().to_string().c_str());
+        return 1;
+      }
+      EvictRequest mine;
+      mine.ids = {key_id(*key)};
+      (void)evict(**store, mine);
+    }
   }
   double still_resident = 0;  // the most of the work directory's pages a drop left in the page cache
   auto child = [&](const std::string& what) -> Row {
