@@ -182,12 +182,8 @@ class StagedUploader final : public Uploader {
   }
 
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
-    if (!device.is_cuda()) {
-      for (const HostStorage& s : host.storages)
-        if (s.pending)
-          return Status(StatusCode::invalid_argument, "pending layout conversions are written only on a CUDA device");
-      return per_storage_uploader()->upload(tensors, host, device);
-    }
+    // Elsewhere the plain copy, which also refuses pending conversions off CUDA.
+    if (!device.is_cuda()) return per_storage_uploader()->upload(tensors, host, device);
     if (host.storage_of.size() != tensors.size())
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
     // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
