@@ -138,16 +138,18 @@ def main():
         results[peer] = {"check": checked, "runs": runs}
         failed = checked if "error" in checked else next((r for r in runs if "error" in r), None)
         if failed:
-            print(f"{peer:<24} failed: {failed['error']}")
-            continue
-        secs = [r["seconds"] for r in runs]
-        nbytes = checked["bytes"]
-        ok = "ok" if not checked["mismatched"] else "MISMATCH " + ", ".join(checked["mismatched"])
-        print(f"{peer:<24} {min(secs):8.3f} {statistics.median(secs):9.3f} {nbytes / min(secs) / 1e9:11.1f}  {ok}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results,
-                       "page_cache": "dropped" if args.drop_cache else "warm"}, f, indent=1)
+            print(f"{peer:<24} failed: {failed['error']}", flush=True)
+        else:
+            secs = [r["seconds"] for r in runs]
+            nbytes = checked["bytes"]
+            ok = "ok" if not checked["mismatched"] else "MISMATCH " + ", ".join(checked["mismatched"])
+            print(f"{peer:<24} {min(secs):8.3f} {statistics.median(secs):9.3f} {nbytes / min(secs) / 1e9:11.1f}  {ok}",
+                  flush=True)
+        # After each peer, so that a run cut short by a time limit keeps the peers it finished.
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results,
+                           "page_cache": "dropped" if args.drop_cache else "warm"}, f, indent=1)
 
 
 if __name__ == "__main__":

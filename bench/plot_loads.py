@@ -18,6 +18,7 @@ LINES = [
     ("snapcache warm, the demo's post-load methods", "snapcache", "warm"),
     ("snapcache warm, view-only post-load", "snapcache", "warm-view-only"),
     ("snapcache cold", "snapcache", "cold"),
+    ("the demo's ordinary load, no cache", "snapcache", "ordinary"),
     ("instanttensor BUFFERED", "peers", "instanttensor_buffered"),
     ("instanttensor (default backend)", "peers", "instanttensor"),
     ("safetensors load_file(device='cuda')", "peers", "safetensors"),

@@ -1,5 +1,9 @@
-// Tensor-parallel sharding for the common cases. Every result owns a compact storage of its own,
-// so what gets published is exactly the rank's share, not the whole checkpoint tensor.
+// Tensor-parallel sharding for the common cases. Every result has a compact storage of its own
+// (exactly its bytes), so what gets published is the rank's share, not the whole checkpoint tensor.
+// A share that is contiguous in its tensor (rows, or the whole tensor at one rank) is not copied:
+// its storage covers those bytes where they lie (a SafetensorsFile's mapping) and keeps the
+// tensor's storage alive, so it shares memory with `full` as a view would; clone it before writing
+// to it. A share of columns is copied. fuse_qkv writes the three shares once, into a new tensor.
 #pragma once
 
 #include <string>

@@ -174,7 +174,8 @@ void bind_sharding(py::module_& m) {
       },
       py::arg("full"), py::arg("axis"), py::arg("rank"), py::arg("size"), py::arg("name") = "",
       "Rank `rank` of `size` equal parts of `full` along `axis`, in a compact storage of its own (so a "
-      "snapshot holds the rank's share only). InvalidArgument naming the tensor when it does not divide.");
+      "snapshot holds the rank's share only). A contiguous share (rows) is not copied: it shares memory "
+      "with `full`, as a view does. InvalidArgument naming the tensor when it does not divide.");
   m.def(
       "fuse_qkv",
       [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int rank, int size, const std::string& name) {

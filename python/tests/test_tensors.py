@@ -38,6 +38,11 @@ def test_shard_and_fuse_qkv():
     cols = snapcache.shard(full, snapcache.ShardAxis.columns, 0, 3, "w")
     assert torch.equal(rows, full[2:]) and torch.equal(cols, full[:, :2])
     assert rows.untyped_storage().nbytes() == rows.numel() * 4  # a compact storage of its own
+    assert rows.data_ptr() == full[2:].data_ptr()  # rows are not copied: the same memory, as a view
+    assert cols.untyped_storage().nbytes() == cols.numel() * 4
+    assert cols.data_ptr() != full.data_ptr()  # columns are
+    del full
+    assert rows[:, 0].tolist() == [12.0, 18.0]  # the share keeps the bytes alive
     with pytest.raises(snapcache.InvalidArgument, match="w"):
         snapcache.shard(full, snapcache.ShardAxis.rows, 0, 3, "w")
     q, k, v = (torch.full((4, 2), float(i)) for i in range(3))

@@ -141,10 +141,10 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
     NamedTensors out;
     const int r = c.tp_rank, parts = c.tp_size;
     for (std::int64_t i = 0; i < c.layers; ++i) {
-      auto take = [&](const char* rest) -> Status {
+      auto take = [&](const char* rest) -> Status {  // replicated: the file's tensor as it is
         auto t = get(layer(i, rest));
         if (!t) return t.status();
-        out.emplace_back(layer(i, rest), t->clone());
+        out.emplace_back(layer(i, rest), *t);
         return Status::ok();
       };
       auto split = [&](const char* rest, ShardAxis axis) -> Status {
@@ -172,7 +172,7 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
     }
     auto fin = get("final_norm.weight");
     if (!fin) return fin.status();
-    out.emplace_back("final_norm.weight", fin->clone());
+    out.emplace_back("final_norm.weight", *fin);
     return out;
   };
 
