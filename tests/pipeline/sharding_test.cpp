@@ -25,7 +25,7 @@ bool lies_within(const at::Tensor& part, const at::Tensor& whole) {
 
 }  // namespace
 
-TEST_CASE("a share of rows stays in the file's mapping, in a storage of its own bytes; columns are copied",
+TEST_CASE("a share of rows stays in the file's mapping, in a storage of its own bytes, and a share of columns is copied",
           "[safetensors][sharding]") {
   test::TempDir dir;
   const at::Tensor w = at::arange(8 * 6, at::kFloat).reshape({8, 6});
