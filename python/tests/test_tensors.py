@@ -41,10 +41,10 @@ def test_shard_and_fuse_qkv():
     assert rows.data_ptr() == full[2:].data_ptr()  # rows are not copied: the same memory, as a view
     assert cols.untyped_storage().nbytes() == cols.numel() * 4
     assert cols.data_ptr() != full.data_ptr()  # columns are
-    del full
-    assert rows[:, 0].tolist() == [12.0, 18.0]  # the share keeps the bytes alive
     with pytest.raises(snapcache.InvalidArgument, match="w"):
         snapcache.shard(full, snapcache.ShardAxis.rows, 0, 3, "w")
+    del full
+    assert rows[:, 0].tolist() == [12.0, 18.0]  # the share keeps the bytes alive
     q, k, v = (torch.full((4, 2), float(i)) for i in range(3))
     fused = snapcache.fuse_qkv(q, k, v, 1, 2, "qkv")
     assert fused.shape == (6, 2) and fused[:, 0].tolist() == [0, 0, 1, 1, 2, 2]
