@@ -17,6 +17,11 @@
 // unregisters the pages once the bus is done. A unit's copies never span two registrations (the
 // driver refuses that), and units served so never share a page. Measured in a whole load, the
 // registrations cost more than the reads they save (docs/performance.md), hence off.
+//
+// Mapped reads (off until measured on the GPU machine, StagedUploadOptions::mapped_reads): the
+// buffers are filled from a read-only shared mapping of each file, each piece hashed where it lies
+// and then streamed into the buffer (StoredFile::copy_checked), where pread's kernel copy reads
+// every destination line before writing it.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -242,9 +247,13 @@ class StagedUploader final : public Uploader {
       (void)cudaEventDestroy(allocated);
       return recorded;
     }
-    // The direct path: which units, and each of their files mapped once for the load.
+    // The direct path: which units, and each of their files mapped once for the load; with
+    // mapped reads, every file is mapped, and the buffers are filled from there.
     std::vector<std::optional<MappedRegion>> mapped(plan.sources.size());
     const std::vector<bool> direct = direct_units(plan, mapped);
+    std::vector<const std::byte*> read_from(plan.sources.size(), nullptr);
+    for (std::uint32_t s = 0; options_.mapped_reads && s < plan.sources.size(); ++s)
+      if (plan.sources[s].file != nullptr) read_from[s] = map_source(plan, s, mapped);
     std::atomic<bool> direct_refused{false};
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> worker_ids{0};
@@ -320,7 +329,7 @@ class StagedUploader final : public Uploader {
           }
           in_flight[slot] = false;
         }
-        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink);
+        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink, read_from[unit.source]);
         // Recorded even after a failure: the copies issued before it still read the buffer.
         Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
         in_flight[slot] = sent.is_ok();
@@ -343,26 +352,30 @@ class StagedUploader final : public Uploader {
     return error.status();
   }
 
-  // The direct path's units (gpu::choose_direct_units), each of their files mapped read-only and
-  // shared (StoredFile::map); a file that cannot be mapped goes through the buffers.
+  // The direct path's units (gpu::choose_direct_units), each of their files mapped; a unit whose
+  // file cannot be mapped goes through the buffers.
   std::vector<bool> direct_units(const gpu::StagingPlan& plan, std::vector<std::optional<MappedRegion>>& mapped) const {
     std::vector<bool> direct = gpu::choose_direct_units(plan, options_.direct_share);
-    for (std::size_t i = 0; i < plan.units.size(); ++i) {
-      if (!direct[i]) continue;
-      const std::uint32_t s = plan.units[i].source;
-      if (!mapped[s]) {
-        auto region = plan.sources[s].file->map();
-        if (region) {
-          mapped[s].emplace(std::move(*region));
-        } else {
-          log(LogLevel::info, "upload engine: a snapshot file goes through the pinned buffers: " +
-                                  region.status().to_string());
-          mapped[s].emplace();  // tried: an empty region, never used
-        }
-      }
-      direct[i] = mapped[s]->data() != nullptr;
-    }
+    for (std::size_t i = 0; i < plan.units.size(); ++i)
+      if (direct[i]) direct[i] = map_source(plan, plan.units[i].source, mapped) != nullptr;
     return direct;
+  }
+
+  // Source `s`'s file mapped read-only and shared (StoredFile::map), once per load; null where it
+  // cannot be (its units are then read with pread into the buffers), which is logged.
+  static std::byte* map_source(const gpu::StagingPlan& plan, std::uint32_t s,
+                               std::vector<std::optional<MappedRegion>>& mapped) {
+    if (!mapped[s]) {
+      auto region = plan.sources[s].file->map();
+      if (region) {
+        mapped[s].emplace(std::move(*region));
+      } else {
+        log(LogLevel::info,
+            "upload engine: a snapshot file is read into the pinned buffers: " + region.status().to_string());
+        mapped[s].emplace();  // tried: an empty region, never used
+      }
+    }
+    return mapped[s]->data();
   }
 
   // One device storage per host storage, each a slice of the shared allocation that keeps it alive,

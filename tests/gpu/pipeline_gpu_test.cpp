@@ -64,7 +64,24 @@ struct ConvertingModel {
     REQUIRE(loaded.is_ok());
     reference.emplace(std::move(*loaded));
   }
+  // A store over `fs` in the model's directory, holding the entry the engine's cold load published.
+  std::shared_ptr<Store> published_store(std::shared_ptr<FaultInjectingFileSystem> fs) {
+    auto store = *Store::open(test::test_config(dir / "cache"), std::move(fs));
+    LoadPlan cold_plan = plan;
+    cold_plan.uploader = staged_uploader();
+    auto cold = load_model(store.get(), cold_plan);
+    REQUIRE(cold.is_ok());
+    REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
+    return store;
+  }
 };
+
+// Whether the engine failed and the per-storage copy uploaded instead.
+bool fell_back(const LoadedModel& loaded) {
+  for (const auto& s : loaded.report.stages)
+    if (s.stage == "upload (fallback)") return true;
+  return false;
+}
 }  // namespace
 
 TEST_CASE("on the GPU ordinary and cold and warm loads give bit-identical weights and outputs", "[gpu]") {
@@ -237,9 +254,9 @@ TEST_CASE("load_model uploads with the engine, and falls back with the reason wh
   auto fallback = load_model(store.get(), plan);
   REQUIRE(fallback.is_ok());
   CHECK(fallback->report.reason.find("uploaded by the per-storage copy instead") != std::string::npos);
-  bool fell_back = false;
-  for (const auto& s : fallback->report.stages) fell_back |= s.stage == "upload (fallback)" && s.error.empty();
-  CHECK(fell_back);
+  bool fell_back_cleanly = false;
+  for (const auto& s : fallback->report.stages) fell_back_cleanly |= s.stage == "upload (fallback)" && s.error.empty();
+  CHECK(fell_back_cleanly);
   CHECK(demo::identical(*reference, *fallback));
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *fallback)));
 }
@@ -403,11 +420,9 @@ TEST_CASE("a failing read of the engine's staged upload falls back, and every la
     CHECK(fs->faults_fired() == 1);
     fs->clear_faults();
     REQUIRE(loaded.is_ok());
-    bool fell_back = false;
-    for (const auto& s : loaded->report.stages) fell_back |= s.stage == "upload (fallback)";
     if (k == reads - 1) {
       CHECK(loaded->report.path == LoadPath::hit);
-      CHECK(fell_back);
+      CHECK(fell_back(*loaded));
     }
     CHECK(demo::identical(*reference, *loaded));
     CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *loaded)));
@@ -443,60 +458,63 @@ TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow 
   }
 }
 
-TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map goes through the buffers",
-          "[gpu][direct]") {
+TEST_CASE("the engine's direct path and mapped reads give the staged path's bytes, and a file it cannot map is read "
+          "into the buffers",
+          "[gpu][direct][mapped]") {
   ConvertingModel m;  // conversions pending: direct units transpose on the device too
-  test::TempDir& dir = m.dir;
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
   const auto& reference = m.reference;
   const at::Tensor out = demo::forward(config, *reference);
   auto fs = std::make_shared<FaultInjectingFileSystem>();
-  auto store = *Store::open(test::test_config(dir / "cache"), fs);
-  plan.uploader = staged_uploader();
-  auto cold = load_model(store.get(), plan);
-  REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
-
-  auto fell_back = [](const LoadedModel& loaded) {
-    for (const auto& s : loaded.report.stages)
-      if (s.stage == "upload (fallback)") return true;
-    return false;
-  };
-  std::uint64_t lookup_maps = 0;  // counted at share 0, the first
-  for (double share : {0.0, 0.4, 1.0}) {
-    for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
-      INFO("direct share " << share << ", staging buffers of " << chunk);
-      StagedUploadOptions options;
-      options.direct_share = share;
-      options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
-      plan.uploader = staged_uploader(options);
-      fs->reset_counters();
-      auto warm = load_model(store.get(), plan);
-      REQUIRE(warm.is_ok());
-      REQUIRE(warm->report.path == LoadPath::hit);
-      CHECK_FALSE(fell_back(*warm));
-      CHECK(warm->report.bytes_checked > 0);
-      // The lookup maps the data file privately; the direct path maps it shared once more.
-      if (share == 0) lookup_maps = fs->calls(FsOp::map);
-      CHECK(lookup_maps >= 1);
-      CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 ? 1 : 0));
-      CHECK(demo::identical(*reference, *warm));
-      CHECK(demo::identical(out, demo::forward(config, *warm)));
+  auto store = m.published_store(fs);
+  std::uint64_t lookup_maps = 0, staged_reads = 0;  // counted in the first load, the staged path's
+  // The direct path at three shares; mapped reads alone and beside it.
+  for (const bool mapped_reads : {false, true}) {
+    for (const double share : mapped_reads ? std::vector<double>{0.0, 0.4} : std::vector<double>{0.0, 0.4, 1.0}) {
+      for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
+        INFO("direct share " << share << ", mapped reads " << mapped_reads << ", staging buffers of " << chunk);
+        StagedUploadOptions options;
+        options.direct_share = share;
+        options.mapped_reads = mapped_reads;
+        options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
+        plan.uploader = staged_uploader(options);
+        fs->reset_counters();
+        auto warm = load_model(store.get(), plan);
+        REQUIRE(warm.is_ok());
+        REQUIRE(warm->report.path == LoadPath::hit);
+        CHECK_FALSE(fell_back(*warm));
+        CHECK(warm->report.bytes_checked > 0);
+        CHECK(warm->report.bytes_trusted == 0);
+        // The lookup maps the data file privately; the direct path and mapped reads map it shared
+        // once more, and mapped reads fill the buffers from there instead of reading the chunks
+        // (units read matrix rows past their end from the mapping too).
+        if (lookup_maps == 0) lookup_maps = fs->calls(FsOp::map), staged_reads = fs->calls(FsOp::pread);
+        CHECK(lookup_maps >= 1);
+        CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 || mapped_reads ? 1 : 0));
+        if (mapped_reads) CHECK(fs->calls(FsOp::pread) < staged_reads);
+        CHECK(demo::identical(*reference, *warm));
+        CHECK(demo::identical(out, demo::forward(config, *warm)));
+      }
     }
   }
 
-  // The engine's mapping refused: every unit goes through the pinned buffers, nothing falls back.
+  // The engine's mapping refused: every unit is read into the pinned buffers, nothing falls back.
   StagedUploadOptions all_direct;
   all_direct.direct_share = 1.0;
-  plan.uploader = staged_uploader(all_direct);
-  fs->reset_counters();
-  fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
-  auto refused = load_model(store.get(), plan);
-  CHECK(fs->faults_fired() == 1);
-  fs->clear_faults();
-  REQUIRE(refused.is_ok());
-  CHECK(refused->report.path == LoadPath::hit);
-  CHECK_FALSE(fell_back(*refused));
-  CHECK(demo::identical(*reference, *refused));
+  StagedUploadOptions mapped;
+  mapped.mapped_reads = true;
+  for (const StagedUploadOptions& options : {all_direct, mapped}) {
+    INFO("mapped reads " << options.mapped_reads);
+    plan.uploader = staged_uploader(options);
+    fs->reset_counters();
+    fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
+    auto refused = load_model(store.get(), plan);
+    CHECK(fs->faults_fired() == 1);
+    fs->clear_faults();
+    REQUIRE(refused.is_ok());
+    CHECK(refused->report.path == LoadPath::hit);
+    CHECK_FALSE(fell_back(*refused));
+    CHECK(demo::identical(*reference, *refused));
+  }
 }

@@ -7,8 +7,11 @@
 # table) and loads.jsonl (a JSON object per bench run), appended to by each call in one $OUT.
 # ONLY must name cold for a size not yet published.
 # DROP=1: the page cache is dropped before each load (and the disk's ceilings are measured), for
-# snapcache and the peers alike; TP=8: snapcache's loads of one rank of eight (the peers, which
-# read the whole checkpoint, are then left out).
+# snapcache and the peers alike. The GPU machine's disk is virtual, and its host keeps what was
+# read: without a first pass every reader read faster than the one before it (2026-12-03), so
+# each size's files are read once, untimed, before its first load, and every load then meets the
+# host in the same state. TP=8: snapcache's loads of one rank of eight (the peers, which read the
+# whole checkpoint, are then left out).
 #
 #   SIZES="64 300 1024 16384" RUNS=3 PEERS=safetensors,instanttensor_buffered ONLY=cold,warm,warm-view-only \
 #     bash tools/gpu/measure-loads.sh
@@ -29,6 +32,9 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 for mib in $sizes; do
   work=/tmp/snapcache-bench-$mib
+  if [[ "${DROP:-0}" == 1 && -d "$work" ]]; then
+    find "$work" -type f -size +1M -exec cat {} + >/dev/null
+  fi
   build/gpu/bench/snapcache_gpu_load_bench --size-mib "$mib" --tp-size "$tp" --work-dir "$work" --runs "$runs" \
     "${only[@]}" "${drop[@]}" --json "$work.json" 2>>"$out/stages.txt" | tee -a "$out/loads.txt"
   tr -d '\n' <"$work.json" >>"$out/loads.jsonl" && echo >>"$out/loads.jsonl"

@@ -51,6 +51,12 @@ struct StagedUploadOptions {
   // copy it saves (16 GiB on the H200 machine: 0.57 s at 0, 0.79 s at 0.4, 1.46 s at 1;
   // docs/performance.md).
   double direct_share = 0;
+  // Fill the pinned buffers from a read-only shared mapping of each snapshot file instead of
+  // reading it (pread): each piece is hashed where it lies, then streamed into the buffer
+  // (StoredFile::copy_checked), a pass over host memory fewer than the kernel's copy. Off until it
+  // is measured on the GPU machine (docs/performance.md: the ordinary load's upload, copying from a
+  // mapping, moved 43-44 GB/s where the warm one moved 38.6). A file that cannot be mapped is read.
+  bool mapped_reads = false;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool; a load
