@@ -4,7 +4,8 @@
 // is read into while the other crosses the bus), check every chunk of a snapshot file against its
 // manifest checksum on the way (each piece hashed as it is read, StoredFile::read_checked), and send each buffer to the device on the thread's own CUDA
 // stream as soon as it is staged. On request, a share of each snapshot file crosses the bus
-// straight from the page cache (`direct_share`), its chunks hashed where they lie. Pending layout conversions (the post-load transposes) cross the
+// straight from the page cache (`direct_share`), its chunks hashed where they lie, and the buffers
+// are filled from a mapping of the file instead of read (`mapped_reads`, StoredFile::copy_checked). Pending layout conversions (the post-load transposes) cross the
 // bus as raw rows and are transposed into place on the device. The pool is allocated once per
 // process and reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and
 // converted weights never take fresh host memory; device memory beyond the model's is one
