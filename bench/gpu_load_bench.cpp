@@ -9,9 +9,9 @@
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P]
-//                            [--direct-share S] [--mapped-reads 0|1] [--drop-cache 1]
-// --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share/
-// --mapped-reads: the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
+//                            [--direct-share S] [--drop-cache 1]
+// --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share:
+// the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
 // --drop-cache 1: every file under the work directory (the checkpoint, the cache's entries) is
 // dropped from the page cache before each load (posix_fadvise DONTNEED after sync; the share of
 // the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
@@ -267,7 +267,6 @@ int main(int argc, char** argv) {
     else if (flag == "--chunk-mib") o.engine.chunk_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
-    else if (flag == "--mapped-reads") o.engine.mapped_reads = value == "1", o.engine_set = true;
     else if (flag == "--drop-cache") o.drop_cache = value == "1";
   }
   if (!o.measure.empty()) return measure(o);
@@ -311,8 +310,7 @@ int main(int argc, char** argv) {
     if (o.engine_set)
       args.insert(args.end(), {"--chunk-mib", std::to_string(o.engine.chunk_bytes >> 20), "--pinned-mib",
                                std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
-                               fmt::format("{}", o.engine.direct_share), "--mapped-reads",
-                               o.engine.mapped_reads ? "1" : "0"});
+                               fmt::format("{}", o.engine.direct_share)});
     Row row{what};
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
       if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));

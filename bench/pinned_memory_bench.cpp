@@ -3,12 +3,9 @@
 // anonymous memory backed by transparent huge pages, touched in parallel, then cudaHostRegister;
 // and cudaHostRegister of a read-only shared mapping of a file in the page cache (the bytes
 // themselves, no copy), in pieces from one thread and from many, then the bus rate from it.
-// With --file, also the staging copy itself, page cache to device through pinned buffers while
-// the bus sends them (two 8 MiB buffers and a stream per thread, every byte hashed with XXH3 as
-// the engine checks it): `stage-pread` reads each 512 KiB piece with pread and hashes it from the
-// cache (the engine's way: the kernel's copy reads the line it writes before writing it);
-// `stage-mapped` hashes each piece of a read-only shared mapping and then streams it into the
-// buffer with non-temporal stores (no read of the destination: a byte crosses memory once less).
+// With --file, also the engine's staging copy on its own (`stage`), page cache to device through
+// pinned buffers while the bus sends them: two 8 MiB buffers and a stream per thread, each 512 KiB
+// piece read with pread and hashed with XXH3 from the cache, as the engine checks it.
 // The upload engine's design follows from these numbers (docs/performance.md).
 //
 //   snapcache_pinned_memory_bench [--mib N] [--file PATH] [--threads T]
@@ -30,7 +27,6 @@
 
 #include "support/child_process.h"
 #include "util/hash.h"
-#include "util/stream_copy.h"
 
 namespace {
 
@@ -52,14 +48,12 @@ void parallel(std::size_t threads, std::size_t n, const auto& fn) {
 
 // Page cache -> pinned buffers -> device, `threads` workers taking 8 MiB units in turn; prints
 // "result SECONDS bytes N gbps G" (or exits non-zero).
-int stage(bool mapped, const std::string& file, std::size_t bytes, std::size_t threads) {
+int stage(const std::string& file, std::size_t bytes, std::size_t threads) {
   constexpr std::size_t kUnit = 8ull << 20, kHashed = 512ull << 10;
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0) return 1;
   const std::size_t size = std::min<std::size_t>(bytes, static_cast<std::size_t>(st.st_size)) / kUnit * kUnit;
-  const auto* map = static_cast<const std::byte*>(::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0));
-  if (map == MAP_FAILED) return 1;
   void* device_memory = nullptr;
   if (cudaMalloc(&device_memory, size) != cudaSuccess) return 1;
   auto* device = static_cast<std::byte*>(device_memory);
@@ -92,13 +86,8 @@ int stage(bool mapped, const std::string& file, std::size_t bytes, std::size_t t
         std::byte* to = w.buffers[b];
         const std::size_t at = u * kUnit;
         for (std::size_t d = 0; d < kUnit; d += kHashed) {
-          if (mapped) {
-            mixed ^= snapcache::util::xxh3_64(map + at + d, kHashed);
-            snapcache::util::stream_copy(to + d, map + at + d, kHashed);
-          } else {
-            if (::pread(fd, to + d, kHashed, static_cast<off_t>(at + d)) != static_cast<ssize_t>(kHashed)) std::abort();
-            mixed ^= snapcache::util::xxh3_64(to + d, kHashed);
-          }
+          if (::pread(fd, to + d, kHashed, static_cast<off_t>(at + d)) != static_cast<ssize_t>(kHashed)) std::abort();
+          mixed ^= snapcache::util::xxh3_64(to + d, kHashed);
         }
         (void)cudaMemcpyAsync(device + at, to, kUnit, cudaMemcpyHostToDevice, w.stream);
         (void)cudaEventRecord(w.sent[b], w.stream);
@@ -167,7 +156,7 @@ int measure(const std::string& how, std::size_t bytes, const std::string& file, 
     std::printf("result %.6f bus %.2f unregister %.6f bytes %zu\n", registered, size / copied / 1e9, since(t2), size);
     return 0;
   }
-  if (how == "stage-pread" || how == "stage-mapped") return stage(how == "stage-mapped", file, bytes, threads);
+  if (how == "stage") return stage(file, bytes, threads);
   return 2;
 }
 
@@ -193,8 +182,7 @@ int main(int argc, char** argv) {
   std::printf("%zu MiB, %zu threads, each way in a new process\n", mib, threads);
   std::vector<std::string> ways{"host-alloc-1", "host-alloc-n", "huge-register"};
   if (!file.empty())
-    ways.insert(ways.end(), {"file-register-1", "file-register-n", "stage-pread", "stage-mapped", "stage-pread",
-                             "stage-mapped"});
+    ways.insert(ways.end(), {"file-register-1", "file-register-n", "stage", "stage"});
   for (const std::string& way : ways) {
     snapcache::test::ChildProcess child("/proc/self/exe", {"--measure", way, "--mib", std::to_string(mib), "--file",
                                                             file.empty() ? "-" : file, "--threads", std::to_string(threads)});

@@ -17,11 +17,6 @@
 // unregisters the pages once the bus is done. A unit's copies never span two registrations (the
 // driver refuses that), and units served so never share a page. Measured in a whole load, the
 // registrations cost more than the reads they save (docs/performance.md), hence off.
-//
-// Mapped reads (off until measured on the GPU machine, StagedUploadOptions::mapped_reads): the
-// buffers are filled from a read-only shared mapping of each file, each piece hashed where it lies
-// and then streamed into the buffer (StoredFile::copy_checked), where pread's kernel copy reads
-// every destination line before writing it.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -247,13 +242,9 @@ class StagedUploader final : public Uploader {
       (void)cudaEventDestroy(allocated);
       return recorded;
     }
-    // The direct path: which units, and each of their files mapped once for the load; with
-    // mapped reads, every file is mapped, and the buffers are filled from there.
+    // The direct path: which units, and each of their files mapped once for the load.
     std::vector<std::optional<MappedRegion>> mapped(plan.sources.size());
     const std::vector<bool> direct = direct_units(plan, mapped);
-    std::vector<const std::byte*> read_from(plan.sources.size(), nullptr);
-    for (std::uint32_t s = 0; options_.mapped_reads && s < plan.sources.size(); ++s)
-      if (plan.sources[s].file != nullptr) read_from[s] = map_source(plan, s, mapped);
     std::atomic<bool> direct_refused{false};
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> worker_ids{0};
@@ -329,7 +320,7 @@ class StagedUploader final : public Uploader {
           }
           in_flight[slot] = false;
         }
-        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink, read_from[unit.source]);
+        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink);
         // Recorded even after a failure: the copies issued before it still read the buffer.
         Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
         in_flight[slot] = sent.is_ok();

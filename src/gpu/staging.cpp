@@ -202,26 +202,16 @@ Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, 
 
 }  // namespace
 
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink,
-                  const std::byte* mapped) {
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];
   if (src.memory == nullptr) {
     // The unit's chunks, each checked on the way (unless trusted); then the tail of the last
     // matrix row begun here, which the next unit checks (plan_staging).
     const std::uint64_t checked_end = src.checked ? unit.end : unit.begin;
-    if (src.checked && mapped != nullptr)
-      SNAPCACHE_RETURN_IF_ERROR(src.file->copy_checked(read, mapped, unit.begin, unit.end));
-    else if (src.checked)
-      SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
-    if (unit.read_end > checked_end) {
-      std::byte* rest = read + (checked_end - unit.begin);
-      if (mapped == nullptr)
-        SNAPCACHE_RETURN_IF_ERROR(src.file->read(rest, checked_end, unit.read_end - checked_end));
-      else if (unit.read_end > src.file->size())
-        return Status(StatusCode::invalid_argument, "a unit reads past the end of " + src.file->name());
-      else
-        std::memcpy(rest, mapped + checked_end, unit.read_end - checked_end);
-    }
+    if (src.checked) SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
+    if (unit.read_end > checked_end)
+      SNAPCACHE_RETURN_IF_ERROR(
+          src.file->read(read + (checked_end - unit.begin), checked_end, unit.read_end - checked_end));
   }
   return serve_needs(plan, unit, read, read, sink);
 }

@@ -97,11 +97,8 @@ bool converts(const StagingPlan& plan);
 
 // Runs one unit with one staging buffer of the plan's `buffer_bytes`, which receives the source
 // bytes and must stay untouched until the sink's copies of them complete. Returns damaged, naming
-// the file and chunk, when a chunk's checksum differs from its manifest's. A file's bytes are read
-// from the file (StoredFile::read_checked), or, where `mapped` is its mapping (byte 0), copied
-// from there (StoredFile::copy_checked).
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink,
-                  const std::byte* mapped = nullptr);
+// the file and chunk, when a chunk's checksum differs from its manifest's.
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink);
 
 // The bytes of a file's unit served where they lie, in a mapping of the file (the engine's direct
 // path: the page cache registered with the driver, no host copy). Only units that read nothing

@@ -4,7 +4,6 @@
 #include "snapcache/extend/stored_file.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "snapcache/manifest.h"
 #include "store/chunk_hashing.h"
@@ -12,7 +11,6 @@
 #include "util/file_io.h"
 #include "util/fmt.h"
 #include "util/hash.h"
-#include "util/stream_copy.h"
 
 namespace snapcache {
 
@@ -23,14 +21,6 @@ Status StoredFile::read_checked(std::byte* out, std::uint64_t begin, std::uint64
     return Status(StatusCode::invalid_argument, fmt::format("bytes [{}, {}) of {} end before they begin", begin, end, name()));
   SNAPCACHE_RETURN_IF_ERROR(read(out, begin, end - begin));
   return check(begin, end, out);
-}
-
-Status StoredFile::copy_checked(std::byte* out, const std::byte* mapped, std::uint64_t begin, std::uint64_t end) const {
-  if (end < begin || end > size())
-    return Status(StatusCode::invalid_argument, fmt::format("bytes [{}, {}) of {} are not in the file", begin, end, name()));
-  SNAPCACHE_RETURN_IF_ERROR(check(begin, end, mapped + begin));
-  std::memcpy(out, mapped + begin, end - begin);
-  return Status::ok();
 }
 
 namespace {
@@ -71,20 +61,6 @@ class SnapshotDataFile final : public StoredFile {
         std::byte* to = out + (at - begin) + done;
         SNAPCACHE_RETURN_IF_ERROR(read(to, at + done, piece));
         hash.update(to, piece);
-        done += piece;
-      }
-      return store::check_chunk(impl_.manifest, file_, c, hash.digest());
-    });
-  }
-
-  Status copy_checked(std::byte* out, const std::byte* mapped, std::uint64_t begin, std::uint64_t end) const override {
-    return for_each_chunk(begin, end, [&](std::uint64_t c, std::uint64_t at, std::uint64_t n) {
-      util::Hasher64 hash;
-      for (std::uint64_t done = 0; done < n;) {
-        const std::uint64_t piece = std::min(kHashedPiece, n - done);
-        const std::byte* from = mapped + at + done;
-        hash.update(from, piece);  // brings the piece into the cache, where the copy reads it
-        util::stream_copy(out + (at - begin) + done, from, piece);
         done += piece;
       }
       return store::check_chunk(impl_.manifest, file_, c, hash.digest());

@@ -458,9 +458,8 @@ TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow 
   }
 }
 
-TEST_CASE("the engine's direct path and mapped reads give the staged path's bytes, and a file it cannot map is read "
-          "into the buffers",
-          "[gpu][direct][mapped]") {
+TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map is read into the buffers",
+          "[gpu][direct]") {
   ConvertingModel m;  // conversions pending: direct units transpose on the device too
   const demo::DitConfig& config = m.config;
   LoadPlan plan = m.plan;
@@ -468,53 +467,41 @@ TEST_CASE("the engine's direct path and mapped reads give the staged path's byte
   const at::Tensor out = demo::forward(config, *reference);
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   auto store = m.published_store(fs);
-  std::uint64_t lookup_maps = 0, staged_reads = 0;  // counted in the first load, the staged path's
-  // The direct path at three shares; mapped reads alone and beside it.
-  for (const bool mapped_reads : {false, true}) {
-    for (const double share : mapped_reads ? std::vector<double>{0.0, 0.4} : std::vector<double>{0.0, 0.4, 1.0}) {
-      for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
-        INFO("direct share " << share << ", mapped reads " << mapped_reads << ", staging buffers of " << chunk);
-        StagedUploadOptions options;
-        options.direct_share = share;
-        options.mapped_reads = mapped_reads;
-        options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
-        plan.uploader = staged_uploader(options);
-        fs->reset_counters();
-        auto warm = load_model(store.get(), plan);
-        REQUIRE(warm.is_ok());
-        REQUIRE(warm->report.path == LoadPath::hit);
-        CHECK_FALSE(fell_back(*warm));
-        CHECK(warm->report.bytes_checked > 0);
-        CHECK(warm->report.bytes_trusted == 0);
-        // The lookup maps the data file privately; the direct path and mapped reads map it shared
-        // once more, and mapped reads fill the buffers from there instead of reading the chunks
-        // (units read matrix rows past their end from the mapping too).
-        if (lookup_maps == 0) lookup_maps = fs->calls(FsOp::map), staged_reads = fs->calls(FsOp::pread);
-        CHECK(lookup_maps >= 1);
-        CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 || mapped_reads ? 1 : 0));
-        if (mapped_reads) CHECK(fs->calls(FsOp::pread) < staged_reads);
-        CHECK(demo::identical(*reference, *warm));
-        CHECK(demo::identical(out, demo::forward(config, *warm)));
-      }
+  std::uint64_t lookup_maps = 0;  // counted at share 0, the first
+  for (const double share : {0.0, 0.4, 1.0}) {
+    for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
+      INFO("direct share " << share << ", staging buffers of " << chunk);
+      StagedUploadOptions options;
+      options.direct_share = share;
+      options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
+      plan.uploader = staged_uploader(options);
+      fs->reset_counters();
+      auto warm = load_model(store.get(), plan);
+      REQUIRE(warm.is_ok());
+      REQUIRE(warm->report.path == LoadPath::hit);
+      CHECK_FALSE(fell_back(*warm));
+      CHECK(warm->report.bytes_checked > 0);
+      CHECK(warm->report.bytes_trusted == 0);
+      // The lookup maps the data file privately; the direct path maps it shared once more.
+      if (share == 0) lookup_maps = fs->calls(FsOp::map);
+      CHECK(lookup_maps >= 1);
+      CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 ? 1 : 0));
+      CHECK(demo::identical(*reference, *warm));
+      CHECK(demo::identical(out, demo::forward(config, *warm)));
     }
   }
 
   // The engine's mapping refused: every unit is read into the pinned buffers, nothing falls back.
   StagedUploadOptions all_direct;
   all_direct.direct_share = 1.0;
-  StagedUploadOptions mapped;
-  mapped.mapped_reads = true;
-  for (const StagedUploadOptions& options : {all_direct, mapped}) {
-    INFO("mapped reads " << options.mapped_reads);
-    plan.uploader = staged_uploader(options);
-    fs->reset_counters();
-    fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
-    auto refused = load_model(store.get(), plan);
-    CHECK(fs->faults_fired() == 1);
-    fs->clear_faults();
-    REQUIRE(refused.is_ok());
-    CHECK(refused->report.path == LoadPath::hit);
-    CHECK_FALSE(fell_back(*refused));
-    CHECK(demo::identical(*reference, *refused));
-  }
+  plan.uploader = staged_uploader(all_direct);
+  fs->reset_counters();
+  fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
+  auto refused = load_model(store.get(), plan);
+  CHECK(fs->faults_fired() == 1);
+  fs->clear_faults();
+  REQUIRE(refused.is_ok());
+  CHECK(refused->report.path == LoadPath::hit);
+  CHECK_FALSE(fell_back(*refused));
+  CHECK(demo::identical(*reference, *refused));
 }

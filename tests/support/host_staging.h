@@ -45,13 +45,10 @@ class HostSink final : public gpu::StagingSink {
 
 // The engine's contract (converts layouts, checks files) with host memory as the device. With a
 // `direct_share`, that share of the file units is served in place from a read-only shared mapping
-// of the file (StoredFile::map), as the engine's direct path serves them; with `mapped_reads`, the
-// other file units fill the buffer from that mapping (StoredFile::copy_checked), as the engine's
-// mapped reads do.
+// of the file (StoredFile::map), as the engine's direct path serves them.
 class HostStagingUploader final : public Uploader {
  public:
-  explicit HostStagingUploader(double share_in_place = 0, bool from_mapping = false)
-      : direct_share(share_in_place), mapped_reads(from_mapping) {}
+  explicit HostStagingUploader(double share_in_place = 0) : direct_share(share_in_place) {}
   std::string name() const override { return "host staging"; }
   UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true}; }
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
@@ -66,32 +63,19 @@ class HostStagingUploader final : public Uploader {
     std::vector<std::byte> read(kBufferBytes);
     const std::vector<bool> direct = gpu::choose_direct_units(*plan, direct_share);
     std::vector<std::optional<MappedRegion>> mapped(plan->sources.size());
-    auto mapping_of = [&](std::uint32_t source) -> Result<const std::byte*> {
-      auto& region = mapped[source];
+    for (std::size_t i = 0; i < plan->units.size(); ++i) {
+      const auto& unit = plan->units[i];
+      if (!direct[i]) {
+        SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), sink));
+        continue;
+      }
+      auto& region = mapped[unit.source];
       if (!region) {
-        auto made = plan->sources[source].file->map();
+        auto made = plan->sources[unit.source].file->map();
         if (!made) return made.status();
         region.emplace(std::move(*made));
       }
-      return static_cast<const std::byte*>(region->data());
-    };
-    for (std::size_t i = 0; i < plan->units.size(); ++i) {
-      const auto& unit = plan->units[i];
-      const bool from_file = plan->sources[unit.source].file != nullptr;
-      if (!direct[i]) {
-        const std::byte* from = nullptr;
-        if (mapped_reads && from_file) {
-          auto m = mapping_of(unit.source);
-          if (!m) return m.status();
-          from = *m;
-          ++units_mapped;
-        }
-        SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), sink, from));
-        continue;
-      }
-      auto m = mapping_of(unit.source);
-      if (!m) return m.status();
-      SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit_in_place(*plan, unit, *m, sink));
+      SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit_in_place(*plan, unit, region->data(), sink));
       ++units_in_place;
     }
     std::vector<c10::Storage> storages;
@@ -102,11 +86,9 @@ class HostStagingUploader final : public Uploader {
     return Uploaded{views_over(tensors, host, storages), plan->bytes_checked};
   }
   double direct_share = 0;
-  bool mapped_reads = false;
   int pending = 0;
   std::size_t units = 0;
   std::size_t units_in_place = 0;
-  std::size_t units_mapped = 0;
   std::uint64_t bytes_checked = 0;
 };
 

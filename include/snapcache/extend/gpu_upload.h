@@ -2,11 +2,11 @@
 // read the load's bytes (stored files, StoredFile::read through their FileSystem, in whole
 // checksum chunks; host memory) into a bounded pool of pinned staging buffers, two per thread (one
 // is read into while the other crosses the bus), check every chunk of a snapshot file against its
-// manifest checksum on the way (each piece hashed as it is read, StoredFile::read_checked), and send each buffer to the device on the thread's own CUDA
-// stream as soon as it is staged. On request, a share of each snapshot file crosses the bus
-// straight from the page cache (`direct_share`), its chunks hashed where they lie, and the buffers
-// are filled from a mapping of the file instead of read (`mapped_reads`, StoredFile::copy_checked). Pending layout conversions (the post-load transposes) cross the
-// bus as raw rows and are transposed into place on the device. The pool is allocated once per
+// manifest checksum on the way (each piece hashed as it is read, StoredFile::read_checked), and
+// send each buffer to the device on the thread's own CUDA stream as soon as it is staged. On
+// request, a share of each snapshot file crosses the bus straight from the page cache
+// (`direct_share`), its chunks hashed where they lie. Pending layout conversions (the post-load
+// transposes) cross the bus as raw rows and are transposed into place on the device. The pool is allocated once per
 // process and reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and
 // converted weights never take fresh host memory; device memory beyond the model's is one
 // staging buffer's worth of scratch per thread while a load with conversions runs. All storages of a
@@ -52,12 +52,6 @@ struct StagedUploadOptions {
   // copy it saves (16 GiB on the H200 machine: 0.57 s at 0, 0.79 s at 0.4, 1.46 s at 1;
   // docs/performance.md).
   double direct_share = 0;
-  // Fill the pinned buffers from a read-only shared mapping of each snapshot file instead of
-  // reading it (pread): each piece is hashed where it lies, then streamed into the buffer
-  // (StoredFile::copy_checked), a pass over host memory fewer than the kernel's copy. Off until it
-  // is measured on the GPU machine (docs/performance.md: the ordinary load's upload, copying from a
-  // mapping, moved 43-44 GB/s where the warm one moved 38.6). A file that cannot be mapped is read.
-  bool mapped_reads = false;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool; a load

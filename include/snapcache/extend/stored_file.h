@@ -41,15 +41,6 @@ class SNAPCACHE_API StoredFile {
   // better. The store's files read each chunk in pieces and hash each piece as it arrives, while
   // it is still in the CPU's cache, instead of reading a whole unit back from memory.
   virtual Status read_checked(std::byte* out, std::uint64_t begin, std::uint64_t end) const;
-  // The same from `mapped`, the file's bytes as map() gives them (byte 0 at `mapped`): copies
-  // [begin, end) into `out` and compares each chunk with its checksum. check() then a copy, unless
-  // a file does better. The store's files hash each piece where it lies and then stream it into
-  // `out` without reading `out`'s cache lines first (util/stream_copy.h), so a byte crosses memory
-  // once less than through read_checked's kernel copy. What it checks is the mapping's bytes, not
-  // `out`'s: a writer that changes the file between the two (root, past its 0444) is not caught,
-  // as with every tensor of a warm CPU load, which reads through a mapping; and a file truncated
-  // meanwhile kills the process (SIGBUS) where read_checked fails.
-  virtual Status copy_checked(std::byte* out, const std::byte* mapped, std::uint64_t begin, std::uint64_t end) const;
   // The whole file mapped read-only and shared (its page cache, no private copy), for an uploader
   // that registers those pages with its device.
   virtual Result<MappedRegion> map() const = 0;
