@@ -107,8 +107,12 @@ void bind_report(py::module_& m) {
       .def_readonly("group", &LoadReport::group, "What the group agreed (a GroupReport), for a plan with a group.")
       .def_readonly("bytes_checked", &LoadReport::bytes_checked)
       .def_readonly("bytes_trusted", &LoadReport::bytes_trusted)
+      .def_readonly("bytes_from_disk", &LoadReport::bytes_from_disk,
+                    "On a hit, the stored bytes not in the page cache when the tier served them (sampled): read "
+                    "from the disk.")
       .def_readonly("seconds", &LoadReport::seconds)
       .def("integrity", &LoadReport::integrity, "bytes_checked and bytes_trusted in words.")
+      .def("page_cache", &LoadReport::page_cache, "bytes_from_disk in words, with the upload's rate; '' when none.")
       .def("summary", &LoadReport::summary, "The load's log line.")
       .def("table", &LoadReport::table, "Stages, times and bytes, one per line.")
       .def("__str__", &LoadReport::summary)

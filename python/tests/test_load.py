@@ -25,6 +25,8 @@ def test_cold_then_warm(plan, store, checkpoint):
     warm = snapcache.load_model(plan, store=store)
     assert warm.report.path is snapcache.LoadPath.hit and warm.report.entry_id == r.entry_id
     assert warm.report.tiers[0].outcome is snapcache.TierOutcome.served
+    # The publication left every byte in the page cache: nothing came from the disk.
+    assert warm.report.bytes_from_disk == 0 and warm.report.page_cache() == ""
     assert list(warm.weights) == list(cold.weights) and set(warm.weights) == set(tensors)
     for name, t in tensors.items():
         assert torch.equal(warm.weights[name], t) and torch.equal(cold.weights[name], t)

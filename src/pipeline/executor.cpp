@@ -181,11 +181,27 @@ Status materialize_pending(pipeline::DeferredLayouts* deferred, const NamedTenso
 }
 
 // The bytes of the files the served storages also lie in (each file once).
-std::uint64_t stored_file_bytes(const HostStorages& served) {
-  std::set<const StoredFile*> files;
-  std::uint64_t total = 0;
+// The stored files a tier served from, each once.
+std::vector<const StoredFile*> stored_files_of(const HostStorages& served) {
+  std::set<const StoredFile*> seen;
+  std::vector<const StoredFile*> files;
   for (const HostStorage& s : served.storages)
-    if (s.file && files.insert(s.file->file.get()).second) total += s.file->file->size();
+    if (s.file && seen.insert(s.file->file.get()).second) files.push_back(s.file->file.get());
+  return files;
+}
+
+std::uint64_t stored_file_bytes(const HostStorages& served) {
+  std::uint64_t total = 0;
+  for (const StoredFile* f : stored_files_of(served)) total += f->size();
+  return total;
+}
+
+// The stored bytes not in the page cache, which reading them takes from the disk (sampled).
+std::uint64_t stored_bytes_off_page_cache(const HostStorages& served) {
+  std::uint64_t total = 0;
+  for (const StoredFile* f : stored_files_of(served))
+    if (const std::optional<double> share = f->resident_share())
+      total += static_cast<std::uint64_t>(static_cast<double>(f->size()) * (1.0 - std::clamp(*share, 0.0, 1.0)));
   return total;
 }
 
@@ -352,6 +368,8 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
   if (!uploader) uploader = default_uploader(plan.device, served.storages.total_bytes());
   pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
+  // Asked before post-load methods or the upload read them into the page cache.
+  const std::uint64_t from_disk = report.path == LoadPath::hit ? stored_bytes_off_page_cache(served.storages) : 0;
   ServedStorages served_storages(served.storages);
   auto host = prepare_on_host(load, tensors, served_storages, defer);
   if (!host) return host.status();
@@ -374,6 +392,7 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
     report.bytes_checked = device->bytes_checked;
     const std::uint64_t stored = stored_file_bytes(served.storages);
     report.bytes_trusted = stored > device->bytes_checked ? stored - device->bytes_checked : 0;
+    report.bytes_from_disk = from_disk;
   }
   return std::move(device->tensors);
 }

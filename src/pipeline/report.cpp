@@ -41,17 +41,28 @@ std::string LoadReport::integrity() const {
                      format_size(bytes_checked), format_size(bytes_trusted));
 }
 
+std::string LoadReport::page_cache() const {
+  if (bytes_from_disk == 0) return "";
+  std::string rate;
+  for (const auto& s : stages)
+    if (s.stage == "upload" && s.bytes > 0 && s.seconds > 0)
+      rate = fmt::format(" (the upload read {:.2f} GB/s)", static_cast<double>(s.bytes) / s.seconds / 1e9);
+  return fmt::format("{} of {} not in the page cache, read from the disk{}", format_size(bytes_from_disk),
+                     format_size(bytes_checked + bytes_trusted), rate);
+}
+
 std::string LoadReport::summary() const {
   std::string stages_text;
   for (const auto& s : stages) {
     if (!stages_text.empty()) stages_text += ", ";
     stages_text += fmt::format("{} {:.0f} ms{}", s.stage, s.seconds * 1e3, s.error.empty() ? "" : " (failed)");
   }
-  const std::string checked = integrity();
+  const std::string checked = integrity(), disk = page_cache();
   std::string noted;
   for (const auto& n : notes) noted += "; " + n;
-  return fmt::format("{} in {:.2f} s ({}){}{}{}{}{}", to_string(path), seconds, stages_text, reason.empty() ? "" : ": ",
-                     reason, checked.empty() ? "" : "; ", checked, noted);
+  return fmt::format("{} in {:.2f} s ({}){}{}{}{}{}{}{}", to_string(path), seconds, stages_text,
+                     reason.empty() ? "" : ": ", reason, checked.empty() ? "" : "; ", checked, disk.empty() ? "" : "; ",
+                     disk, noted);
 }
 
 std::vector<std::string> LoadReport::table_lines() const {

@@ -11,6 +11,7 @@
 #include "util/file_io.h"
 #include "util/fmt.h"
 #include "util/hash.h"
+#include "util/page_cache.h"
 
 namespace snapcache {
 
@@ -22,6 +23,8 @@ Status StoredFile::read_checked(std::byte* out, std::uint64_t begin, std::uint64
   SNAPCACHE_RETURN_IF_ERROR(read(out, begin, end - begin));
   return check(begin, end, out);
 }
+
+std::optional<double> StoredFile::resident_share() const { return std::nullopt; }
 
 namespace {
 
@@ -69,6 +72,12 @@ class SnapshotDataFile final : public StoredFile {
 
   Result<MappedRegion> map() const override {
     return impl_.fs->map(descriptor(), static_cast<std::size_t>(record_.size), MapMode::read_only_shared);
+  }
+
+  // Asked of the lookup's private mapping, whose untouched pages are the page cache's.
+  std::optional<double> resident_share() const override {
+    const MappedRegion& mapping = impl_.mappings.at(file_);
+    return util::resident_share(mapping.data(), std::min<std::uint64_t>(mapping.size(), record_.size));
   }
 
  private:

@@ -180,6 +180,20 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   CHECK(none->report.path == LoadPath::ineligible);
 }
 
+TEST_CASE("the report says how much of an entry came from the disk, and the upload's rate", "[executor]") {
+  LoadReport report;
+  report.path = LoadPath::hit;
+  report.bytes_checked = 16ull << 30;
+  CHECK(report.page_cache().empty());  // every byte was in the page cache
+  report.bytes_from_disk = 8ull << 30;
+  CHECK(report.page_cache() == "8.0 GiB of 16.0 GiB not in the page cache, read from the disk");
+  report.stages.push_back({"upload (fallback)", 1.0, 1'000'000'000, ""});  // not the upload's own rate
+  report.stages.push_back({"upload", 4.0, 8'000'000'000, ""});
+  CHECK(report.page_cache() ==
+        "8.0 GiB of 16.0 GiB not in the page cache, read from the disk (the upload read 2.00 GB/s)");
+  CHECK(report.summary().find("; 8.0 GiB of 16.0 GiB not in the page cache") != std::string::npos);
+}
+
 TEST_CASE("a stage that fails appears in the report with its error, and the load goes on to the next tier",
           "[executor]") {
   test::DemoFixture f;

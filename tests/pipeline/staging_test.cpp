@@ -6,10 +6,14 @@
 // the same loads through the real engine.
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <filesystem>
 
 #include "demo_fixture.h"
 #include "gpu/pinned_pool.h"
@@ -25,6 +29,7 @@
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
+#include "snapcache/text.h"
 #include "support/fault_injection.h"
 #include "support/rotten_file.h"
 #include "util/hash.h"
@@ -171,6 +176,83 @@ TEST_CASE("units served in place from a shared mapping of the data file give the
     CHECK(warm->report.bytes_checked == engine->bytes_checked);
     CHECK(warm->report.bytes_trusted == 0);
   }
+}
+
+namespace {
+
+// The cache's data files under `dir` (every entry's).
+std::vector<std::filesystem::path> data_files_under(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename().string().starts_with("data-")) files.push_back(e.path());
+  return files;
+}
+
+// Drops [from, from + bytes) of `path` (bytes 0: to its end) from the page cache; returns the
+// share of the file still resident, asked of the kernel for every page (not sampled).
+double drop_from_page_cache(const std::filesystem::path& path, std::uint64_t from, std::uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED) == 0);
+  const std::size_t size = std::filesystem::file_size(path);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  REQUIRE(map != MAP_FAILED);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((size + page - 1) / page);
+  REQUIRE(::mincore(map, size, in_core.data()) == 0);
+  ::munmap(map, size);
+  return static_cast<double>(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; })) /
+         static_cast<double>(in_core.size());
+}
+
+}  // namespace
+
+TEST_CASE("a load says how much of its entry was not in the page cache and came from the disk", "[staging][disk]") {
+  StagingFixture f;
+  auto store = f.store();
+  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
+  const std::vector<std::filesystem::path> files = data_files_under(f.dir / "cache");
+  REQUIRE(files.size() == 1);
+  const std::uint64_t size = std::filesystem::file_size(files[0]);
+  REQUIRE(size > (8u << 20));  // enough pages that a sample of 1024 stands for a half
+
+  // Every page in the page cache (the publication wrote them): nothing from the disk.
+  auto warm = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(warm->report.bytes_from_disk == 0);
+  CHECK(warm->report.page_cache().empty());
+  CHECK(warm->report.summary().find("page cache") == std::string::npos);
+
+  // The file's second half dropped: the report says about half came from the disk (with the
+  // upload's rate where the upload moved bytes: onto a device, not here).
+  if (drop_from_page_cache(files[0], size / 2, 0) > 0.75) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  auto half = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
+  REQUIRE(half.is_ok());
+  REQUIRE(half->report.path == LoadPath::hit);
+  const double share = static_cast<double>(half->report.bytes_from_disk) / static_cast<double>(size);
+  CHECK(share > 0.45);
+  CHECK(share < 0.55);
+  const std::string said = half->report.page_cache();
+  INFO(said);
+  CHECK(said == format_size(half->report.bytes_from_disk) + " of " + format_size(size) +
+                    " not in the page cache, read from the disk");
+  CHECK(half->report.summary().find(said) != std::string::npos);
+
+  // The whole file dropped, and a load that reads through its mapping (the plain copy): all of it.
+  REQUIRE(drop_from_page_cache(files[0], 0, 0) < 0.25);
+  auto plain = load_model(store.get(), f.plan());
+  REQUIRE(plain.is_ok());
+  REQUIRE(plain->report.path == LoadPath::hit);
+  CHECK(plain->report.bytes_from_disk > size * 9 / 10);
+  CHECK(plain->report.bytes_from_disk <= size);
 }
 
 TEST_CASE("a load through the plain copy is trusted by identity, and says so", "[staging]") {

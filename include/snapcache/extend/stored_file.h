@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class SNAPCACHE_API StoredFile {
   // The whole file mapped read-only and shared (its page cache, no private copy), for an uploader
   // that registers those pages with its device.
   virtual Result<MappedRegion> map() const = 0;
+  // The share of the file in the page cache now (sampled; 0 to 1), which a read will not take
+  // from the disk; nullopt when the file cannot tell, as this default says.
+  virtual std::optional<double> resident_share() const;
 };
 
 // A storage's first byte in a stored file.
