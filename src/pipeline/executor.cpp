@@ -180,7 +180,6 @@ Status materialize_pending(pipeline::DeferredLayouts* deferred, const NamedTenso
   return Status::ok();
 }
 
-// The bytes of the files the served storages also lie in (each file once).
 // The stored files a tier served from, each once.
 std::vector<const StoredFile*> stored_files_of(const HostStorages& served) {
   std::set<const StoredFile*> seen;
@@ -190,6 +189,7 @@ std::vector<const StoredFile*> stored_files_of(const HostStorages& served) {
   return files;
 }
 
+// The bytes of the files the served storages also lie in (each file once).
 std::uint64_t stored_file_bytes(const HostStorages& served) {
   std::uint64_t total = 0;
   for (const StoredFile* f : stored_files_of(served)) total += f->size();

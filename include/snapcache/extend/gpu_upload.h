@@ -6,11 +6,11 @@
 // send each buffer to the device on the thread's own CUDA stream as soon as it is staged. On
 // request, a share of each snapshot file crosses the bus straight from the page cache
 // (`direct_share`), its chunks hashed where they lie. Pending layout conversions (the post-load
-// transposes) cross the bus as raw rows and are transposed into place on the device. The pool is allocated once per
-// process and reused, so pinned memory stays within `pinned_bytes` whatever the model's size, and
-// converted weights never take fresh host memory; device memory beyond the model's is one
-// staging buffer's worth of scratch per thread while a load with conversions runs. All storages of a
-// load share one device allocation; aliases stay aliases.
+// transposes) cross the bus as raw rows and are transposed into place on the device. The pool is
+// allocated once per process and reused, so pinned memory stays within `pinned_bytes` whatever the
+// model's size, and converted weights never take fresh host memory; device memory beyond the
+// model's is one staging buffer's worth of scratch per thread while a load with conversions runs.
+// All storages of a load share one device allocation; aliases stay aliases.
 //
 // load_model uses it by default for loads of 64 MiB or more onto CUDA devices (below that, pinning
 // the staging buffers in a new process costs more than it saves, and the per-storage copy, which
