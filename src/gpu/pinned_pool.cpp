@@ -107,6 +107,11 @@ Result<PinnedPool::Buffer> PinnedPool::take() {
   return Buffer(this, p);
 }
 
+std::size_t PinnedPool::pinned() {
+  std::lock_guard lock(mutex_);
+  return all_.size();
+}
+
 void PinnedPool::give_back(void* data) {
   std::lock_guard lock(mutex_);
   free_.push_back(data);

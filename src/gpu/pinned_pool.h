@@ -23,6 +23,7 @@ class PinnedPool {
 
   std::uint64_t buffer_bytes() const { return buffer_bytes_; }
   std::size_t capacity() const { return capacity_; }  // buffers, at most
+  std::size_t pinned();                                // buffers pinned so far
 
   // A buffer back to the pool when it goes away.
   class Buffer {

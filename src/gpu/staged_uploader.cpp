@@ -26,7 +26,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -69,6 +71,7 @@ class DeviceSink final : public gpu::StagingSink {
     scratch_bytes_ = bytes;
   }
   Status copy(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) override {
+    ++copies;
     return check(cudaMemcpyAsync(arena_ + dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copying to the device");
   }
   // The raw rows cross the bus into the scratch buffer; a kernel on the same stream (torch's
@@ -78,11 +81,14 @@ class DeviceSink final : public gpu::StagingSink {
                    std::uint64_t cols, std::uint64_t element_size) override {
     const std::uint64_t bytes = rows * cols * element_size;
     if (bytes > scratch_bytes_) return Status(StatusCode::invalid_argument, "a transpose does not fit the device scratch buffer");
+    ++transposes;
     SNAPCACHE_RETURN_IF_ERROR(check(cudaMemcpyAsync(scratch_, src, bytes, cudaMemcpyHostToDevice, stream_),
                                     "copying to the device"));
     return gpu::transpose_on_device(arena_ + dst, dst_pitch, scratch_, rows, cols, element_size, device_);
   }
   Status wait() override { return check(cudaStreamSynchronize(stream_), "copying to the device"); }
+
+  std::uint64_t copies = 0, transposes = 0;  // queued, for the profile
 
  private:
   std::byte* arena_;
@@ -106,6 +112,39 @@ class FirstError {
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;
   Status status_;
+};
+
+// Where the workers' time went, summed over them: logged at debug level after each upload, so a
+// slow load can be taken apart stage by stage on the machine it ran on (SNAPCACHE_LOG=debug).
+class Profile {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum Part { starting, pinning, staging, waiting, draining, kParts };
+  // Adds the time since `from` to `part` and returns now.
+  Clock::time_point add(Part part, Clock::time_point from) {
+    const Clock::time_point now = Clock::now();
+    ns_[part] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - from).count();
+    return now;
+  }
+  void count(std::uint64_t units, std::uint64_t copies, std::uint64_t transposes) {
+    units_ += units;
+    copies_ += copies;
+    transposes_ += transposes;
+  }
+  std::string describe(std::size_t workers, std::uint64_t bytes, Clock::time_point began) const {
+    const double wall = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+    auto mean = [&](Part p) { return static_cast<double>(ns_[p].load()) / 1e6 / static_cast<double>(workers); };
+    return fmt::format(
+        "upload engine: {} bytes in {:.1f} ms by {} workers, {} units, {} copies, {} transposes; per worker: "
+        "starting {:.1f} ms, pinning {:.1f} ms, reading, checking and queueing {:.1f} ms, waiting for the bus "
+        "{:.1f} ms, draining {:.1f} ms",
+        bytes, wall, workers, units_.load(), copies_.load(), transposes_.load(), mean(starting), mean(pinning),
+        mean(staging), mean(waiting), mean(draining));
+  }
+
+ private:
+  std::array<std::atomic<std::int64_t>, kParts> ns_{};
+  std::atomic<std::uint64_t> units_{0}, copies_{0}, transposes_{0};
 };
 
 // A worker's CUDA objects, released however the worker ends.
@@ -196,30 +235,47 @@ class StagedUploader final : public Uploader {
                     fmt::format("the pinned staging pool ({} bytes) holds no two {}-byte buffers", options_.pinned_bytes,
                                 plan->buffer_bytes));
     // One device allocation for the whole load, each storage at an aligned offset in it.
+    const Profile::Clock::time_point allocating = Profile::Clock::now();
     auto arena = guarded([&]() -> Result<at::Tensor> {
       return at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(plan->destination_bytes, 1))},
                        at::TensorOptions().dtype(at::kByte).device(device));
     });
     if (!arena)
       return arena.status().with_context("device allocation of " + std::to_string(plan->destination_bytes) + " bytes");
-    SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device));
+    const double arena_ms = std::chrono::duration<double, std::milli>(Profile::Clock::now() - allocating).count();
+    SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device, arena_ms));
     return guarded([&]() -> Result<Uploaded> {
       return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked};
     });
   }
 
  private:
-  Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device) {
-    if (plan.units.empty()) return Status::ok();
-    auto pool = gpu::PinnedPool::shared(options_.pinned_bytes, plan.buffer_bytes);
-    // By default one worker per kBytesPerWorker, at least two: each pins its buffers, and in a new
-    // process pinning a worker's buffers costs more than the worker saves on a small load. A thread count
-    // the caller set is taken as it is (up to one worker per unit).
+  // By default one worker per kBytesPerWorker, at least two: each pins its buffers, and in a new
+  // process pinning a worker's buffers costs more than the worker saves on a small load. A thread
+  // count the caller set is taken as it is (up to one worker per unit).
+  std::size_t workers_for(std::uint64_t bytes, std::size_t pool_capacity, std::size_t units) const {
     const std::size_t wanted = options_.threads ? options_.threads : util::worker_count();
     const std::size_t by_size =
-        options_.threads ? options_.threads
-                         : std::max<std::size_t>(2, (plan.destination_bytes + kBytesPerWorker - 1) / kBytesPerWorker);
-    const std::size_t workers = std::min({wanted, by_size, pool->capacity() / 2, plan.units.size()});
+        options_.threads ? options_.threads : std::max<std::size_t>(2, (bytes + kBytesPerWorker - 1) / kBytesPerWorker);
+    return std::min({wanted, by_size, pool_capacity / 2, units});
+  }
+
+  // The pool of `buffer_bytes` buffers, kept as long as this uploader: a process's later loads
+  // find their buffers pinned.
+  std::shared_ptr<gpu::PinnedPool> pool_for(std::uint64_t buffer_bytes) {
+    std::lock_guard lock(pools_mutex_);
+    auto& pool = pools_[buffer_bytes];
+    if (!pool) pool = gpu::PinnedPool::shared(options_.pinned_bytes, buffer_bytes);
+    return pool;
+  }
+
+  Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device, double arena_ms) {
+    if (plan.units.empty()) return Status::ok();
+    const Profile::Clock::time_point began = Profile::Clock::now();
+    Profile profile;
+    auto pool = pool_for(plan.buffer_bytes);
+    const std::size_t pinned_before = pool->pinned();
+    const std::size_t workers = workers_for(plan.destination_bytes, pool->capacity(), plan.units.size());
     const bool converts = gpu::converts(plan);
     const auto device_index = static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index());
     // One scratch buffer per worker for the raw rows of transposes, allocated on the current stream
@@ -268,7 +324,9 @@ class StagedUploader final : public Uploader {
       std::array<bool, 2> in_flight{false, false};
       std::size_t slot = 0;
       Registrations registered;
-      for (std::size_t units_done = 0; !error.failed();) {
+      std::size_t units_done = 0;
+      Profile::Clock::time_point mark = profile.add(Profile::starting, began);
+      for (; !error.failed();) {
         const std::size_t i = next.fetch_add(1);
         if (i >= plan.units.size()) break;
         const gpu::StagingPlan::Unit& unit = plan.units[i];
@@ -295,6 +353,7 @@ class StagedUploader final : public Uploader {
             continue;
           }
         }
+        mark = profile.add(Profile::staging, mark);
         if (units_done++ == 1) {
           if (auto second = pool->take()) {
             buffers[1].emplace(std::move(*second));
@@ -313,6 +372,7 @@ class StagedUploader final : public Uploader {
             slot = 0;  // one buffer only
           }
         }
+        mark = profile.add(Profile::pinning, mark);
         if (in_flight[slot]) {
           if (Status st = check(cudaEventSynchronize(cuda.sent[slot]), "copying to the device"); !st) {
             error.set(st);
@@ -320,6 +380,7 @@ class StagedUploader final : public Uploader {
           }
           in_flight[slot] = false;
         }
+        mark = profile.add(Profile::waiting, mark);
         Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink);
         // Recorded even after a failure: the copies issued before it still read the buffer.
         Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
@@ -332,14 +393,22 @@ class StagedUploader final : public Uploader {
       }
       // The buffers go back to the pool, the pages to the kernel and the scratch buffer to torch,
       // only when no copy or kernel uses them.
+      mark = profile.add(Profile::staging, mark);
       if (Status st = sink.wait(); !st) error.set(st);
       if (Status st = registered.release_all(); !st) error.set(st);
+      profile.add(Profile::draining, mark);
+      profile.count(units_done, sink.copies, sink.transposes);
     };
     std::vector<std::thread> threads;
     for (std::size_t t = 1; t < workers; ++t) threads.emplace_back(work);
     work();
     for (auto& t : threads) t.join();
     (void)cudaEventDestroy(allocated);
+    if (log_level() >= LogLevel::debug)
+      log(LogLevel::debug, profile.describe(workers, plan.destination_bytes, began) +
+                               fmt::format("; before them: the device allocation {:.1f} ms; staging buffers pinned "
+                                           "during the upload: {}",
+                                           arena_ms, pool->pinned() - pinned_before));
     return error.status();
   }
 
@@ -387,6 +456,8 @@ class StagedUploader final : public Uploader {
   }
 
   StagedUploadOptions options_;
+  std::mutex pools_mutex_;
+  std::map<std::uint64_t, std::shared_ptr<gpu::PinnedPool>> pools_;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "pipeline/eligibility.h"
 #include "pipeline/group_agreement.h"
 #include "pipeline/named.h"
+#include "pipeline/read_ahead.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
@@ -370,6 +371,12 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
   // Asked before post-load methods or the upload read them into the page cache.
   const std::uint64_t from_disk = report.path == LoadPath::hit ? stored_bytes_off_page_cache(served.storages) : 0;
+  // Not in the page cache: what the post-load methods read, read ahead in parallel instead of a
+  // page fault at a time (pipeline/read_ahead.h).
+  if (from_disk > 0 && !plan.post_load.empty()) {
+    StageTimer ahead(report, "read-ahead");
+    ahead.done(pipeline::read_ahead_for_post_load(plan.post_load, tensors, served.storages));
+  }
   ServedStorages served_storages(served.storages);
   auto host = prepare_on_host(load, tensors, served_storages, defer);
   if (!host) return host.status();

@@ -4,12 +4,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace snapcache::util {
 
 std::optional<double> resident_share(const void* data, std::uint64_t size, std::size_t samples) {
   if (size == 0 || samples == 0) return 1.0;
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  // From the page `data` lies in: mincore asks about whole pages, from a page's start.
+  const auto from = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = from / page * page;
+  data = reinterpret_cast<const void*>(first);
+  size += from - first;
   const std::uint64_t pages = (size + page - 1) / page;
   const std::uint64_t asked = std::min<std::uint64_t>(samples, pages);
   std::uint64_t resident = 0;

@@ -13,7 +13,7 @@ namespace snapcache::util {
 // pages spread evenly over it (the first page of each of `samples` equal parts). A page costs one
 // mincore call: 1024 of them took about 1 ms in a new process on the development machine, where
 // one call for every page of a 2 GiB file took 37 ms (a 16 GiB file would take about 0.3 s).
-// `data` is where a mapping begins (page-aligned).
+// `data` is any address in a mapping: the pages asked about are those [data, data + size) touches.
 // nullopt when the kernel does not answer (mincore fails); 1 for an empty mapping.
 std::optional<double> resident_share(const void* data, std::uint64_t size, std::size_t samples = 1024);
 

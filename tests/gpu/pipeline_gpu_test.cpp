@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -15,6 +17,7 @@
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/key.h"
+#include "snapcache/log.h"
 #include "support/catch.h"
 #include "support/fault_injection.h"
 #include "support/fixtures.h"
@@ -232,6 +235,41 @@ TEST_CASE("the staged upload engine gives what the per-storage copy gives, alias
     const std::size_t last = host.size() - 1;  // lm_head.weight and embed.weight are tied
     CHECK(staged->tensors[last - 1].second.data_ptr() == staged->tensors[last - 2].second.data_ptr());
   }
+}
+
+TEST_CASE("an engine pins its staging buffers once: its next upload in the process pins none", "[gpu]") {
+  const NamedTensors host = upload_cases();
+  auto storages = describe_host_storages(host);
+  REQUIRE(storages.is_ok());
+  const c10::Device cuda(c10::kCUDA, 0);
+  std::mutex mutex;
+  std::vector<std::string> profiles;  // the engine's debug line, one per upload
+  const LogLevel level = log_level();
+  set_log_level(LogLevel::debug);
+  set_log_sink([&](LogLevel, std::string_view line) {
+    std::lock_guard lock(mutex);
+    if (line.find("upload engine:") != std::string_view::npos) profiles.emplace_back(line);
+  });
+  StagedUploadOptions options;
+  options.chunk_bytes = 6ull << 20;  // a pool of its own: other tests' engines keep theirs
+  auto engine = staged_uploader(options);
+  auto first = engine->upload(host, *storages, cuda);
+  auto second = engine->upload(host, *storages, cuda);
+  set_log_sink({});
+  set_log_level(level);
+  REQUIRE(first.is_ok());
+  REQUIRE(second.is_ok());
+  REQUIRE(profiles.size() == 2);
+  auto pinned = [](const std::string& line) {
+    const std::string said = "staging buffers pinned during the upload: ";
+    const auto at = line.find(said);
+    REQUIRE(at != std::string::npos);
+    return std::stoul(line.substr(at + said.size()));
+  };
+  INFO(profiles[0] << "\n" << profiles[1]);
+  CHECK(pinned(profiles[0]) > 0);
+  CHECK(pinned(profiles[1]) == 0);
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(first->tensors[i].second, second->tensors[i].second));
 }
 
 TEST_CASE("load_model uploads with the engine, and falls back with the reason when it cannot", "[gpu]") {

@@ -255,6 +255,108 @@ TEST_CASE("a load says how much of its entry was not in the page cache and came 
   CHECK(plain->report.bytes_from_disk <= size);
 }
 
+namespace {
+
+// The share of a tensor's pages in the page cache when the method runs, asked of the kernel for
+// every page: a method that names the fused QKV weights (or, not promising to read only its
+// targets, may read anything) and reads nothing itself.
+class ResidencyMethod final : public PostLoadMethod {
+ public:
+  explicit ResidencyMethod(bool reads_only_targets) : reads_only_targets_(reads_only_targets) {}
+  std::string name() const override { return "residency"; }
+  std::vector<std::string> targets(const NamedTensors& tensors) const override {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : tensors)
+      if (n.ends_with("attn.qkv.weight")) names.push_back(n);
+    return names;
+  }
+  MethodProperties properties() const override {
+    MethodProperties p;
+    p.writes = PostLoadWrites::new_storages_only;
+    p.reads_only_targets = reads_only_targets_;
+    return p;
+  }
+  Status apply(NamedTensors& tensors) const override {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto wanted = targets(tensors);
+    least = 1;
+    for (const auto& [n, t] : tensors) {
+      if (std::find(wanted.begin(), wanted.end(), n) == wanted.end()) continue;
+      const auto begin = reinterpret_cast<std::uintptr_t>(t.data_ptr()) / page * page;
+      const auto end = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + t.numel() * t.element_size();
+      std::vector<unsigned char> in_core((end - begin + page - 1) / page);
+      if (::mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0)
+        return Status::from_errno(errno, "mincore");
+      const auto resident = std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; });
+      least = std::min(least, static_cast<double>(resident) / static_cast<double>(in_core.size()));
+      bytes += static_cast<std::uint64_t>(t.numel() * t.element_size());
+    }
+    return Status::ok();
+  }
+  mutable double least = 0;
+  mutable std::uint64_t bytes = 0;
+
+ private:
+  bool reads_only_targets_;
+};
+
+std::uint64_t read_ahead_bytes(const LoadReport& report) {
+  for (const StageTime& s : report.stages)
+    if (s.stage == "read-ahead") return s.bytes;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("with the entry off the page cache the tensors the post-load methods read are read ahead", "[staging][disk]") {
+  StagingFixture f;
+  auto store = f.store();
+  auto residency = std::make_shared<ResidencyMethod>(true);
+  LoadPlan p = f.plan_with(std::make_shared<HostStagingUploader>());
+  p.post_load.push_back(residency);
+  auto cold = load_model(store.get(), p);
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
+  const std::vector<std::filesystem::path> files = data_files_under(f.dir / "cache");
+  REQUIRE(files.size() == 1);
+  const std::uint64_t size = std::filesystem::file_size(files[0]);
+
+  // In the page cache: nothing read ahead.
+  auto warm = load_model(store.get(), p);
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(read_ahead_bytes(warm->report) == 0);
+  CHECK(residency->least == 1.0);
+
+  // Dropped: the method finds every page of its targets in the page cache, read ahead, and only
+  // its targets (the demo's methods name the rest but for the norms and the fused QKV weights).
+  if (drop_from_page_cache(files[0], 0, 0) > 0.25) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  residency->bytes = 0;
+  auto dropped = load_model(store.get(), p);
+  REQUIRE(dropped.is_ok());
+  REQUIRE(dropped->report.path == LoadPath::hit);
+  CHECK(dropped->report.bytes_from_disk > size * 9 / 10);
+  CHECK(residency->least == 1.0);
+  const std::uint64_t ahead = read_ahead_bytes(dropped->report);
+  CHECK(ahead >= residency->bytes);
+  CHECK(ahead < size);
+  CHECK(dropped->report.table().find("read-ahead") != std::string::npos);
+
+  // A method that may read any tensor: the whole entry is read ahead.
+  LoadPlan any = f.plan_with(std::make_shared<HostStagingUploader>());
+  auto reads_any = std::make_shared<ResidencyMethod>(false);
+  any.post_load.push_back(reads_any);
+  REQUIRE(drop_from_page_cache(files[0], 0, 0) < 0.25);
+  auto all = load_model(store.get(), any);
+  REQUIRE(all.is_ok());
+  REQUIRE(all->report.path == LoadPath::hit);
+  CHECK(reads_any->least == 1.0);
+  CHECK(read_ahead_bytes(all->report) > size * 9 / 10);
+}
+
 TEST_CASE("a load through the plain copy is trusted by identity, and says so", "[staging]") {
   StagingFixture f;
   auto store = f.store();
