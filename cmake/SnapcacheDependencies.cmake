@@ -25,10 +25,24 @@ function(snapcache_find_by_path target header)
   set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${${var}_INCLUDE_DIR}")
 endfunction()
 
-# --- xxHash: used inline (XXH_INLINE_ALL), so only the header is needed ------------------------
+# --- xxHash: the shared library, for its run-time dispatch --------------------------------------
+# Every warm load hashes every byte it reads (bench/disk_read_bench.cpp --warm 1: inlined, XXH3 is
+# compiled for SSE2 and checking more than halved one thread's read rate). Debian's libxxhash
+# picks AVX2 or AVX-512 at run time (XXH3_64bits_dispatch, xxh_x86dispatch.h); where the library
+# lacks the dispatch functions, the plain ones serve.
 if(NOT TARGET snapcache_dep::xxhash)
-  snapcache_find_by_path(snapcache_dep::xxhash xxhash.h)
-  set_property(TARGET snapcache_dep::xxhash APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS XXH_INLINE_ALL)
+  snapcache_find_by_path(snapcache_dep::xxhash xxhash.h LIBRARY xxhash)
+  include(CheckSymbolExists)
+  set(CMAKE_REQUIRED_INCLUDES "${snapcache_dep__xxhash_INCLUDE_DIR}")
+  set(CMAKE_REQUIRED_LIBRARIES "${snapcache_dep__xxhash_LIBRARY}")
+  set(CMAKE_REQUIRED_DEFINITIONS -DXXH_DISPATCH_DISABLE_REPLACE)
+  check_symbol_exists(XXH3_64bits_dispatch "xxh_x86dispatch.h" SNAPCACHE_XXH_DISPATCH)
+  unset(CMAKE_REQUIRED_INCLUDES)
+  unset(CMAKE_REQUIRED_LIBRARIES)
+  unset(CMAKE_REQUIRED_DEFINITIONS)
+  if(SNAPCACHE_XXH_DISPATCH)
+    set_property(TARGET snapcache_dep::xxhash APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS SNAPCACHE_XXH_DISPATCH)
+  endif()
 endif()
 
 # --- zstd -------------------------------------------------------------------------------------

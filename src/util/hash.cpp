@@ -1,6 +1,11 @@
 #include "util/hash.h"
 
 #include <xxhash.h>
+#ifdef SNAPCACHE_XXH_DISPATCH
+// XXH3's one-shot and streaming functions replaced by the library's, which run the widest vector
+// code the CPU has (cmake/SnapcacheDependencies.cmake).
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "util/fmt.h"
 
