@@ -8,7 +8,7 @@
 // runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
-//                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P]
+//                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P] [--pin-ahead 0|1]
 //                            [--direct-share S] [--drop-cache 1]
 // --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share:
 // the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
     else if (flag == "--chunk-mib") o.engine.chunk_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
+    else if (flag == "--pin-ahead") o.engine.pin_ahead = value == "1", o.engine_set = true;
     else if (flag == "--drop-cache") o.drop_cache = value == "1";
   }
   if (!o.measure.empty()) return measure(o);
@@ -310,7 +311,7 @@ int main(int argc, char** argv) {
     if (o.engine_set)
       args.insert(args.end(), {"--chunk-mib", std::to_string(o.engine.chunk_bytes >> 20), "--pinned-mib",
                                std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
-                               fmt::format("{}", o.engine.direct_share)});
+                               fmt::format("{}", o.engine.direct_share), "--pin-ahead", o.engine.pin_ahead ? "1" : "0"});
     Row row{what};
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
       if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));

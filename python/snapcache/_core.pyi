@@ -471,6 +471,7 @@ def staged_uploader(
     threads: int = 0,
     check_files: bool = True,
     convert_layouts: bool = True,
+    pin_ahead: bool = True,
 ) -> Uploader: ...
 
 # The ordinary loader: fn(plan) -> {name: CPU tensor} (or (name, tensor) pairs).

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -92,6 +93,26 @@ Result<PinnedPool::Buffer> PinnedPool::take() {
       return Status(StatusCode::busy, fmt::format("all {} pinned staging buffers are in use", capacity_));
     ++pinning_;
   }
+  auto p = pin_counted();
+  if (!p) return p.status();
+  return Buffer(this, *p);
+}
+
+void PinnedPool::fill(std::size_t count) {
+  const std::size_t limit = std::min(count, capacity_);
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (all_.size() + pinning_ >= limit) return;
+      ++pinning_;
+    }
+    auto p = pin_counted();
+    if (!p) return;
+    give_back(*p);
+  }
+}
+
+Result<void*> PinnedPool::pin_counted() {
   // Pinning is slow (the kernel locks every page); workers pin their buffers at the same time.
   bool registered = false;
   cudaError_t err = cudaSuccess;
@@ -104,7 +125,7 @@ Result<PinnedPool::Buffer> PinnedPool::take() {
                                                     cudaGetErrorString(err)));
   }
   all_.push_back({p, registered});
-  return Buffer(this, p);
+  return p;
 }
 
 std::size_t PinnedPool::pinned() {

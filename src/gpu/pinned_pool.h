@@ -45,9 +45,17 @@ class PinnedPool {
   // A free buffer, pinning a new one if fewer than capacity() exist; busy when all are lent.
   Result<Buffer> take();
 
+  // Pins buffers on the calling thread until `count` (at most capacity()) are pinned or being
+  // pinned, whoever pins them, each free for take() the moment it is pinned: a load pins its
+  // staging buffers while its tiers work, and a worker that finds none free yet pins its own
+  // beside it rather than waiting. Stops at the first failure, which take() then meets itself.
+  void fill(std::size_t count);
+
  private:
   PinnedPool(std::uint64_t buffer_bytes, std::size_t capacity) : buffer_bytes_(buffer_bytes), capacity_(capacity) {}
   void give_back(void* data);
+  // Pins one buffer, outside the lock, counted in pinning_ by the caller; added to all_.
+  Result<void*> pin_counted();
 
   const std::uint64_t buffer_bytes_;
   const std::size_t capacity_;

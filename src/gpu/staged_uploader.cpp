@@ -59,6 +59,10 @@ constexpr std::uint64_t kPage = 4096;
 // Units of the direct path a worker keeps registered (in flight on the bus) at once: the page
 // cache it pins stays within two units per worker, as its pinned buffers do.
 constexpr std::size_t kRegisteredPerWorker = 2;
+// Threads that pin staging buffers ahead of an upload (StagedUploadOptions::pin_ahead): pinning is
+// mostly zeroing fresh huge pages, which several cores do faster than one, while the load's own
+// thread looks up the entry and runs the post-load methods.
+constexpr std::size_t kPinningThreads = 4;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
 
@@ -214,10 +218,37 @@ class Registrations {
 class StagedUploader final : public Uploader {
  public:
   explicit StagedUploader(const StagedUploadOptions& options) : options_(options) {}
+  ~StagedUploader() override {
+    std::lock_guard lock(pools_mutex_);
+    for (std::thread& t : pinners_) t.join();
+  }
   std::string name() const override { return "staged upload engine"; }
   UploaderTraits traits(c10::Device device) const override {
     // On other devices it is the plain copy.
     return {.converts_layouts = device.is_cuda() && options_.convert_layouts};
+  }
+
+  // Pins the buffers the upload of `bytes` will take (two per worker) on kPinningThreads threads,
+  // unless they are pinned already or a load before this one still pins them.
+  void expect(std::uint64_t bytes, c10::Device device) override {
+    if (!options_.pin_ahead || !device.is_cuda() || bytes == 0) return;
+    const std::uint64_t buffer_bytes = expected_buffer_bytes_.load();
+    auto pool = pool_for(buffer_bytes);
+    const std::size_t wanted =
+        2 * workers_for(bytes, pool->capacity(), static_cast<std::size_t>((bytes + buffer_bytes - 1) / buffer_bytes));
+    if (pool->pinned() >= wanted) return;
+    std::lock_guard lock(pools_mutex_);
+    if (pinning_.load() > 0) return;
+    for (std::thread& t : pinners_) t.join();
+    pinners_.clear();
+    const int index = device.index() < 0 ? 0 : device.index();
+    pinning_ = kPinningThreads;
+    for (std::size_t t = 0; t < kPinningThreads; ++t)
+      pinners_.emplace_back([this, pool, wanted, index] {
+        if (cudaSetDevice(index) == cudaSuccess) pool->fill(wanted);
+        else (void)cudaGetLastError();  // the workers pin their own, and meet the error themselves
+        --pinning_;
+      });
   }
 
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device device) override {
@@ -273,6 +304,7 @@ class StagedUploader final : public Uploader {
     if (plan.units.empty()) return Status::ok();
     const Profile::Clock::time_point began = Profile::Clock::now();
     Profile profile;
+    expected_buffer_bytes_ = plan.buffer_bytes;  // what the next load's expect() pins
     auto pool = pool_for(plan.buffer_bytes);
     const std::size_t pinned_before = pool->pinned();
     const std::size_t workers = workers_for(plan.destination_bytes, pool->capacity(), plan.units.size());
@@ -407,8 +439,8 @@ class StagedUploader final : public Uploader {
     if (log_level() >= LogLevel::debug)
       log(LogLevel::debug, profile.describe(workers, plan.destination_bytes, began) +
                                fmt::format("; before them: the device allocation {:.1f} ms; staging buffers pinned "
-                                           "during the upload: {}",
-                                           arena_ms, pool->pinned() - pinned_before));
+                                           "before the upload: {}, during it: {}",
+                                           arena_ms, pinned_before, pool->pinned() - pinned_before));
     return error.status();
   }
 
@@ -458,6 +490,11 @@ class StagedUploader final : public Uploader {
   StagedUploadOptions options_;
   std::mutex pools_mutex_;
   std::map<std::uint64_t, std::shared_ptr<gpu::PinnedPool>> pools_;
+  // The buffer size the last upload planned (the default chunk size before the first): a process
+  // loads one model's shapes again and again.
+  std::atomic<std::uint64_t> expected_buffer_bytes_{options_.chunk_bytes};
+  std::vector<std::thread> pinners_;   // expect()'s, joined by the next expect() or at the end
+  std::atomic<std::size_t> pinning_{0};  // of them, still pinning
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // It knows no tier by name: each answers for itself, and the report keeps every answer.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -218,6 +219,32 @@ std::shared_ptr<Uploader> default_uploader(c10::Device device, std::uint64_t byt
   return device.is_cuda() && bytes >= kStagedUploadMinBytes ? staged : per_storage_uploader();
 }
 
+// The bytes the plan's declared tensors take, each alias group once (at its largest tensor): what
+// the upload will move, give or take what post-load methods add.
+std::uint64_t declared_bytes(const ExpectedLayout& expected) {
+  std::uint64_t total = 0;
+  std::map<std::string, std::uint64_t> groups;
+  for (const ExpectedTensor& t : expected) {
+    std::uint64_t bytes = element_size(t.dtype);
+    for (std::int64_t d : t.sizes) bytes *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    if (t.alias_group.empty()) total += bytes;
+    else groups[t.alias_group] = std::max(groups[t.alias_group], bytes);
+  }
+  for (const auto& [group, bytes] : groups) total += bytes;
+  return total;
+}
+
+// The uploader the plan names, else the one default_uploader() would pick for its declared size,
+// told the load has started (Uploader::expect): the engine pins its buffers while the tiers work.
+void expect_upload(const LoadPlan& plan) {
+  const std::uint64_t bytes = declared_bytes(plan.expected);
+  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : default_uploader(plan.device, bytes);
+  try {
+    uploader->expect(bytes, plan.device);
+  } catch (...) {  // a hint: the upload meets whatever went wrong itself
+  }
+}
+
 Result<Uploaded> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
                              const HostStorages& host) {
   auto device = guarded([&] { return uploader.upload(tensors, host, plan.device); });
@@ -430,6 +457,7 @@ struct LoadEnd {
 Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadReport& report,
                                        Publication& publication, std::optional<DerivedBuffers>& derived,
                                        LoadEnd& end) {
+  expect_upload(plan);
   pipeline::Eligibility eligible = pipeline::eligibility(store, plan);
   std::optional<Key> key;
   if (eligible) {

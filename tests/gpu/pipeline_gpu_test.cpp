@@ -3,10 +3,12 @@
 #include <ATen/Functions.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -237,39 +239,105 @@ TEST_CASE("the staged upload engine gives what the per-storage copy gives, alias
   }
 }
 
+namespace {
+// The engine's debug line (one per upload, "upload engine: ..."), collected while it lives.
+class EngineProfiles {
+ public:
+  EngineProfiles() {
+    set_log_level(LogLevel::debug);
+    set_log_sink([this](LogLevel, std::string_view line) {
+      std::lock_guard lock(mutex_);
+      if (line.find("upload engine:") != std::string_view::npos) lines_.emplace_back(line);
+    });
+  }
+  ~EngineProfiles() {
+    set_log_sink({});
+    set_log_level(level_);
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+  // The number after `said` in `line`.
+  static unsigned long number_after(const std::string& line, const std::string& said) {
+    const auto at = line.find(said);
+    REQUIRE(at != std::string::npos);
+    return std::stoul(line.substr(at + said.size()));
+  }
+  static unsigned long pinned_before(const std::string& line) { return number_after(line, "pinned before the upload: "); }
+  static unsigned long pinned_during(const std::string& line) { return number_after(line, ", during it: "); }
+
+ private:
+  const LogLevel level_ = log_level();
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+}  // namespace
+
 TEST_CASE("an engine pins its staging buffers once: its next upload in the process pins none", "[gpu]") {
   const NamedTensors host = upload_cases();
   auto storages = describe_host_storages(host);
   REQUIRE(storages.is_ok());
   const c10::Device cuda(c10::kCUDA, 0);
-  std::mutex mutex;
-  std::vector<std::string> profiles;  // the engine's debug line, one per upload
-  const LogLevel level = log_level();
-  set_log_level(LogLevel::debug);
-  set_log_sink([&](LogLevel, std::string_view line) {
-    std::lock_guard lock(mutex);
-    if (line.find("upload engine:") != std::string_view::npos) profiles.emplace_back(line);
-  });
-  StagedUploadOptions options;
-  options.chunk_bytes = 6ull << 20;  // a pool of its own: other tests' engines keep theirs
-  auto engine = staged_uploader(options);
-  auto first = engine->upload(host, *storages, cuda);
-  auto second = engine->upload(host, *storages, cuda);
-  set_log_sink({});
-  set_log_level(level);
+  std::vector<std::string> profiles;
+  Result<Uploaded> first = Status(StatusCode::exception, "not run"), second = first;
+  {
+    EngineProfiles capture;
+    StagedUploadOptions options;
+    options.chunk_bytes = 6ull << 20;  // a pool of its own: other tests' engines keep theirs
+    auto engine = staged_uploader(options);
+    first = engine->upload(host, *storages, cuda);
+    second = engine->upload(host, *storages, cuda);
+    profiles = capture.lines();
+  }
   REQUIRE(first.is_ok());
   REQUIRE(second.is_ok());
   REQUIRE(profiles.size() == 2);
-  auto pinned = [](const std::string& line) {
-    const std::string said = "staging buffers pinned during the upload: ";
-    const auto at = line.find(said);
-    REQUIRE(at != std::string::npos);
-    return std::stoul(line.substr(at + said.size()));
-  };
   INFO(profiles[0] << "\n" << profiles[1]);
-  CHECK(pinned(profiles[0]) > 0);
-  CHECK(pinned(profiles[1]) == 0);
+  CHECK(EngineProfiles::pinned_during(profiles[0]) > 0);
+  CHECK(EngineProfiles::pinned_during(profiles[1]) == 0);
+  CHECK(EngineProfiles::pinned_before(profiles[1]) == EngineProfiles::pinned_during(profiles[0]));
   for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(first->tensors[i].second, second->tensors[i].second));
+}
+
+TEST_CASE("an engine told that a load is coming pins its buffers before the upload, and only those it takes", "[gpu]") {
+  const NamedTensors host = upload_cases();
+  auto storages = describe_host_storages(host);
+  REQUIRE(storages.is_ok());
+  const c10::Device cuda(c10::kCUDA, 0);
+  auto plain = per_storage_uploader()->upload(host, *storages, cuda);
+  REQUIRE(plain.is_ok());
+  for (const bool ahead : {true, false}) {
+    INFO("pin_ahead " << ahead);
+    StagedUploadOptions options;
+    options.pin_ahead = ahead;
+    options.chunk_bytes = ahead ? 8ull << 20 : 12ull << 20;  // pools of their own
+    auto engine = staged_uploader(options);
+    std::string profile;
+    Result<Uploaded> staged = Status(StatusCode::exception, "not run");
+    {
+      EngineProfiles capture;
+      engine->expect(storages->total_bytes(), cuda);
+      // The pinning threads take milliseconds; the tiers of a real load take about as long.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      staged = engine->upload(host, *storages, cuda);
+      const auto lines = capture.lines();
+      REQUIRE(lines.size() == 1);
+      profile = lines[0];
+    }
+    INFO(profile);
+    REQUIRE(staged.is_ok());
+    for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(staged->tensors[i].second, plain->tensors[i].second));
+    const unsigned long workers = EngineProfiles::number_after(profile, " by ");
+    REQUIRE(workers >= 2);
+    if (ahead) {
+      CHECK(EngineProfiles::pinned_before(profile) == 2 * workers);  // two buffers per worker, no more
+      CHECK(EngineProfiles::pinned_during(profile) == 0);
+    } else {
+      CHECK(EngineProfiles::pinned_before(profile) == 0);
+      CHECK(EngineProfiles::pinned_during(profile) > 0);
+    }
+  }
 }
 
 TEST_CASE("load_model uploads with the engine, and falls back with the reason when it cannot", "[gpu]") {

@@ -71,8 +71,12 @@ class ThrowingTier final : public Tier {
 class RecordingUploader final : public Uploader {
  public:
   std::string name() const override { return "recording"; }
+  void expect(std::uint64_t bytes, c10::Device device) override {
+    events.push_back(fmt::format("expect {} bytes onto {}", bytes, device.str()));
+  }
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
     ++calls;
+    events.emplace_back("upload");
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const HostStorage& s = storages.storages[storages.storage_of[i]];
       written[tensors[i].first] = s.written_by_post_load;
@@ -83,6 +87,21 @@ class RecordingUploader final : public Uploader {
   int calls = 0;
   std::map<std::string, bool> written;
   std::map<std::string, bool> in_file;  // an uploader may read it from the snapshot's data file
+  std::vector<std::string> events;  // expect and upload, in order
+};
+
+// A tier in front of the others that notes that it was asked, and passes.
+class NotingTier final : public Tier {
+ public:
+  explicit NotingTier(std::vector<std::string>& events) : events_(events) {}
+  std::string name() const override { return "noting"; }
+  Result<TierAnswer> serve(LoadContext&) override {
+    events_.emplace_back("tier asked");
+    return TierAnswer::skipped("it only notes");
+  }
+
+ private:
+  std::vector<std::string>& events_;
 };
 
 class FailingUploader final : public Uploader {
@@ -239,6 +258,33 @@ TEST_CASE("a tier that serves prepared device tensors skips post-load and upload
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   CHECK(entries->empty());  // nothing was read from the checkpoint, so nothing was published
+}
+
+TEST_CASE("the uploader hears how many bytes a load will bring before any tier is asked", "[executor]") {
+  test::DemoFixture f;
+  auto uploader = std::make_shared<RecordingUploader>();
+  LoadPlan plan = f.plan();
+  plan.uploader = uploader;
+  plan.tiers = {std::make_shared<NotingTier>(uploader->events), snapshot_tier(), ordinary_tier()};
+  // What the model declares: the demo has no alias groups, so each tensor counts once.
+  std::uint64_t declared = 0;
+  for (const ExpectedTensor& t : plan.expected) {
+    REQUIRE(t.alias_group.empty());
+    std::uint64_t bytes = element_size(t.dtype);
+    for (std::int64_t d : t.sizes) bytes *= static_cast<std::uint64_t>(d);
+    declared += bytes;
+  }
+  REQUIRE(declared > 0);
+  auto store = f.store();
+  const std::string expect = fmt::format("expect {} bytes onto cpu", declared);
+  for (LoadPath path : {LoadPath::miss, LoadPath::hit}) {
+    INFO(to_string(path));
+    uploader->events.clear();
+    auto loaded = load_model(store.get(), plan);
+    REQUIRE(loaded.is_ok());
+    CHECK(loaded->report.path == path);
+    CHECK(uploader->events == std::vector<std::string>{expect, "tier asked", "upload"});
+  }
 }
 
 TEST_CASE("the uploader seam gets every load's host tensors and knows which storages post-load wrote",

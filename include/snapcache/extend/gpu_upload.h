@@ -52,6 +52,11 @@ struct StagedUploadOptions {
   // copy it saves (16 GiB on the H200 machine: 0.57 s at 0, 0.79 s at 0.4, 1.46 s at 1;
   // docs/performance.md).
   double direct_share = 0;
+  // Pin the staging buffers a load will need on threads of the engine's own as the load starts
+  // (Uploader::expect), while its tiers look up and read, each buffer free for a worker the moment
+  // it is pinned; a worker that finds none free pins its own beside them. Off: each worker pins
+  // its buffers when the upload starts. Either way a process pins them once.
+  bool pin_ahead = true;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool; a load

@@ -40,6 +40,12 @@ class SNAPCACHE_API Uploader {
   // checksums fail it with StatusCode::damaged, and the load then asks the tier that served them
   // to deal with its copy (Tier::damaged).
   virtual Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) = 0;
+  // Told as a load starts, before any tier is asked, about how many bytes it will upload onto
+  // `device` (from the plan's declared layout), so it can make ready what the upload needs while
+  // the tiers work: the engine pins its staging buffers on a thread of its own. It must return at
+  // once and never fail the load; the upload may be of another size, or never come. The default
+  // does nothing.
+  virtual void expect(std::uint64_t bytes, c10::Device device);
 };
 
 // One device allocation and one host-to-device copy per storage. On a CPU device it hands the
