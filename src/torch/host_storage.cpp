@@ -10,6 +10,7 @@
 #include <bit>
 #include <unordered_map>
 
+#include "torch/tensor_over.h"
 #include "util/fmt.h"
 
 namespace snapcache {
@@ -81,9 +82,7 @@ NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i].second;
     const c10::Storage& storage = storages.at(host.storage_of.at(i));
-    at::Tensor view = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()).device(storage.device()));
-    view.set_(storage, t.storage_offset(), t.sizes(), t.strides());
-    out.emplace_back(tensors[i].first, std::move(view));
+    out.emplace_back(tensors[i].first, tensor_over(storage, t.scalar_type(), t.sizes(), t.strides(), t.storage_offset()));
   }
   return out;
 }

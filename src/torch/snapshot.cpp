@@ -8,6 +8,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include "torch/tensor_over.h"
 #include "util/fmt.h"
 
 #include "snapcache/key.h"
@@ -143,13 +144,9 @@ NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot) {
   }
   NamedTensors out;
   out.reserve(m.tensors.size());
-  for (const auto& rec : m.tensors) {
-    auto impl = c10::make_intrusive<c10::TensorImpl>(
-        c10::Storage(storages[rec.storage]), c10::DispatchKeySet(c10::DispatchKey::CPU),
-        caffe2::TypeMeta::fromScalarType(to_scalar_type(rec.dtype)));
-    impl->set_sizes_and_strides(rec.sizes, rec.strides, rec.storage_offset);
-    out.emplace_back(rec.name, at::Tensor(std::move(impl)));
-  }
+  for (const auto& rec : m.tensors)
+    out.emplace_back(rec.name, tensor_over(storages[rec.storage], to_scalar_type(rec.dtype), rec.sizes, rec.strides,
+                                           rec.storage_offset));
   return out;
 }
 

@@ -155,3 +155,64 @@ TEST_CASE("loading does not consume the global RNG", "[torch]") {
   CHECK(at::equal(before, after));
 }
 
+
+TEST_CASE("views over other storages keep every tensor's dtype, shape, strides, offset and aliases, on the storages' device",
+          "[torch][layout]") {
+  at::Tensor base = patterned({4096}, at::kFloat, 3);
+  at::Tensor tied = patterned({64, 64}, at::kBFloat16, 4);
+  const NamedTensors host = {
+      {"flat", base},
+      {"offset view", base.narrow(0, 100, 1000).view({10, 100})},
+      {"transposed", base.narrow(0, 7, 600).view({20, 30}).t()},
+      {"embed", tied},
+      {"lm_head", tied},
+      {"empty", at::empty({0, 5}, at::kHalf)},
+      {"scalar", patterned({}, at::kLong, 5)},
+  };
+  auto described = describe_host_storages(host);
+  REQUIRE(described.is_ok());
+  // Storages of the same bytes elsewhere: copies on the CPU, and on a CUDA device a DataPtr that no
+  // code may read (no GPU here): a view's making never touches its bytes.
+  std::vector<at::Tensor> copies;
+  std::vector<c10::Storage> cpu, cuda;
+  for (const HostStorage& s : described->storages) {
+    copies.push_back(at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(s.nbytes, 1))}, at::kByte));
+    std::memcpy(copies.back().data_ptr(), s.data, s.nbytes);
+    cpu.push_back(copies.back().storage());
+    c10::DataPtr elsewhere(copies.back().data_ptr(), c10::Device(c10::kCUDA, 0));
+    cuda.emplace_back(c10::Storage::use_byte_size_t(), s.nbytes, std::move(elsewhere), nullptr, false);
+  }
+  for (const auto* storages : {&cpu, &cuda}) {
+    const bool on_cuda = storages == &cuda;
+    INFO((on_cuda ? "cuda" : "cpu"));
+    const NamedTensors views = views_over(host, *described, *storages);
+    REQUIRE(views.size() == host.size());
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      const at::Tensor& t = host[i].second;
+      const at::Tensor& v = views[i].second;
+      INFO(host[i].first);
+      CHECK(views[i].first == host[i].first);
+      CHECK(v.scalar_type() == t.scalar_type());
+      CHECK(v.sizes() == t.sizes());
+      CHECK(v.strides() == t.strides());
+      CHECK(v.storage_offset() == t.storage_offset());
+      CHECK(v.is_contiguous() == t.is_contiguous());
+      CHECK(v.device() == (*storages)[described->storage_of[i]].device());
+      CHECK(v.storage().data() == (*storages)[described->storage_of[i]].data());
+      // Dispatched as a tensor of its device, autograd included.
+      CHECK(v.key_set().has(on_cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU));
+      CHECK(v.key_set().has(on_cuda ? c10::DispatchKey::AutogradCUDA : c10::DispatchKey::AutogradCPU));
+      if (!on_cuda) {  // bit for bit (at::equal says NaN differs from itself)
+        const at::Tensor a = v.contiguous(), b = t.contiguous();
+        CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<std::size_t>(b.numel()) * b.element_size()) == 0);
+      }
+    }
+    CHECK(views[3].second.storage().is_alias_of(views[4].second.storage()));  // tied stay tied
+  }
+  // A view that would reach past its storage is refused, as set_ refuses it.
+  std::vector<c10::Storage> short_storages = cpu;
+  short_storages[described->storage_of[0]] = c10::Storage(c10::Storage::use_byte_size_t(), 64,
+                                                         c10::DataPtr(copies[0].data_ptr(), c10::Device(c10::kCPU)),
+                                                         nullptr, false);
+  CHECK_THROWS(views_over(host, *described, short_storages));
+}
