@@ -40,8 +40,13 @@ for mib in $sizes; do
   tr -d '\n' <"$work.json" >>"$out/loads.jsonl" && echo >>"$out/loads.jsonl"
   checkpoint=$(ls "$work"/*.safetensors | head -n 1)
   [[ "$peers" == none ]] && continue
-  PYTHONPATH=$peer_dir python3 bench/peer_load_bench.py "$checkpoint" --runs "$runs" --peers "$peers" \
-    "${peer_drop[@]}" --json "$work-peers.json" | tee -a "$out/loads.txt"
-  { printf '{"size_mib": %s, "peers": ' "$mib"; cat "$work-peers.json"; echo '}'; } | tr -d '\n' >>"$out/loads.jsonl"
-  echo >>"$out/loads.jsonl"
+  # One peer at a time, each with its own JSON line: a call cut short keeps the peers before the cut.
+  for peer in ${peers//,/ }; do
+    rm -f "$work-peers.json"
+    PYTHONPATH=$peer_dir python3 bench/peer_load_bench.py "$checkpoint" --runs "$runs" --peers "$peer" \
+      "${peer_drop[@]}" --json "$work-peers.json" | tee -a "$out/loads.txt" || echo "peer $peer failed: rc $?" | tee -a "$out/loads.txt"
+    [[ -s "$work-peers.json" ]] || continue
+    { printf '{"size_mib": %s, "peers": ' "$mib"; cat "$work-peers.json"; echo '}'; } | tr -d '\n' >>"$out/loads.jsonl"
+    echo >>"$out/loads.jsonl"
+  done
 done
