@@ -207,15 +207,28 @@ NamedTensors upload_cases() {
   t.emplace_back("empty", at::empty({0, 5}, at::kFloat));
   return t;
 }
+
+// upload_cases(), their host storages, and what the per-storage copy makes of them on cuda:0.
+struct UploadCases {
+  NamedTensors host = upload_cases();
+  HostStorages storages;
+  NamedTensors plain;
+  UploadCases() {
+    auto described = describe_host_storages(host);
+    REQUIRE(described.is_ok());
+    storages = std::move(*described);
+    auto copied = per_storage_uploader()->upload(host, storages, c10::Device(c10::kCUDA, 0));
+    REQUIRE(copied.is_ok());
+    plain = std::move(copied->tensors);
+  }
+};
 }  // namespace
 
 TEST_CASE("the staged upload engine gives what the per-storage copy gives, aliases included", "[gpu]") {
-  const NamedTensors host = upload_cases();
-  auto storages = describe_host_storages(host);
-  REQUIRE(storages.is_ok());
+  const UploadCases cases;
+  const NamedTensors& host = cases.host;
+  const HostStorages* storages = &cases.storages;
   const c10::Device cuda(c10::kCUDA, 0);
-  auto plain = per_storage_uploader()->upload(host, *storages, cuda);
-  REQUIRE(plain.is_ok());
   StagedUploadOptions small;
   small.chunk_bytes = 1 << 20;  // many chunks, split among the workers
   small.pinned_bytes = 8 << 20;
@@ -227,7 +240,7 @@ TEST_CASE("the staged upload engine gives what the per-storage copy gives, alias
     for (std::size_t i = 0; i < host.size(); ++i) {
       INFO(host[i].first);
       CHECK(staged->tensors[i].second.is_cuda());
-      CHECK(demo::identical(staged->tensors[i].second, plain->tensors[i].second));
+      CHECK(demo::identical(staged->tensors[i].second, cases.plain[i].second));
       CHECK(staged->tensors[i].second.storage_offset() == host[i].second.storage_offset());
       // Views of one host storage view one device storage.
       for (std::size_t j = 0; j < host.size(); ++j)
@@ -301,12 +314,10 @@ TEST_CASE("an engine pins its staging buffers once: its next upload in the proce
 }
 
 TEST_CASE("an engine told that a load is coming pins its buffers before the upload, and only those it takes", "[gpu]") {
-  const NamedTensors host = upload_cases();
-  auto storages = describe_host_storages(host);
-  REQUIRE(storages.is_ok());
+  const UploadCases cases;
+  const NamedTensors& host = cases.host;
+  const HostStorages* storages = &cases.storages;
   const c10::Device cuda(c10::kCUDA, 0);
-  auto plain = per_storage_uploader()->upload(host, *storages, cuda);
-  REQUIRE(plain.is_ok());
   for (const bool ahead : {true, false}) {
     INFO("pin_ahead " << ahead);
     StagedUploadOptions options;
@@ -327,7 +338,7 @@ TEST_CASE("an engine told that a load is coming pins its buffers before the uplo
     }
     INFO(profile);
     REQUIRE(staged.is_ok());
-    for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(staged->tensors[i].second, plain->tensors[i].second));
+    for (std::size_t i = 0; i < host.size(); ++i) CHECK(demo::identical(staged->tensors[i].second, cases.plain[i].second));
     const unsigned long workers = EngineProfiles::number_after(profile, " by ");
     REQUIRE(workers >= 2);
     if (ahead) {
