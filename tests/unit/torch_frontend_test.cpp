@@ -177,7 +177,7 @@ TEST_CASE("views over other storages keep every tensor's dtype, shape, strides, 
   std::vector<c10::Storage> cpu, cuda;
   for (const HostStorage& s : described->storages) {
     copies.push_back(at::empty({static_cast<std::int64_t>(std::max<std::uint64_t>(s.nbytes, 1))}, at::kByte));
-    std::memcpy(copies.back().data_ptr(), s.data, s.nbytes);
+    if (s.nbytes > 0) std::memcpy(copies.back().data_ptr(), s.data, s.nbytes);  // an empty storage may have no data
     cpu.push_back(copies.back().storage());
     c10::DataPtr elsewhere(copies.back().data_ptr(), c10::Device(c10::kCUDA, 0));
     cuda.emplace_back(c10::Storage::use_byte_size_t(), s.nbytes, std::move(elsewhere), nullptr, false);
