@@ -15,7 +15,9 @@ namespace {
 // so tensors that share one share a number, as in a manifest.
 Result<std::vector<TensorRecord>> layout_records(const NamedTensors& tensors) {
   std::vector<TensorRecord> records;
+  records.reserve(tensors.size());
   std::unordered_map<const c10::StorageImpl*, std::uint32_t> storage_index;
+  storage_index.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     if (!t.defined()) return Status(StatusCode::mismatch, fmt::format("tensor '{}' is undefined", name));
     auto dtype = to_dtype(t.scalar_type());

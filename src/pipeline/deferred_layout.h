@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -21,7 +22,8 @@ namespace snapcache::pipeline {
 
 class DeferredLayouts {
  public:
-  DeferredLayouts() = default;
+  DeferredLayouts();
+  ~DeferredLayouts();
   DeferredLayouts(const DeferredLayouts&) = delete;
   DeferredLayouts& operator=(const DeferredLayouts&) = delete;
 
@@ -59,8 +61,10 @@ class DeferredLayouts {
     at::Tensor source;  // keeps the source bytes alive and readable
     at::Tensor placeholder;
   };
+  class Reservation;
   Status materialize(const c10::StorageImpl* storage);
   std::unordered_map<const c10::StorageImpl*, Pending> pending_;
+  std::shared_ptr<Reservation> reservation_;  // the one placeholders are carved from now
 };
 
 }  // namespace snapcache::pipeline

@@ -4,8 +4,8 @@
 // drift apart between the paths. Every problem is collected, so one run names them all.
 #include "util/fmt.h"
 
-#include <map>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "snapcache/extend/store_access.h"
 #include "snapcache/manifest.h"
@@ -32,13 +32,17 @@ Status check_expected_layout(const Manifest& manifest, const ExpectedLayout& exp
 Status check_expected_layout(const std::vector<TensorRecord>& tensors, const ExpectedLayout& expected,
                              std::string_view source, ShapeCheck shapes) {
   std::vector<std::string> problems;
-  std::map<std::string_view, const TensorRecord*> stored;
+  // Hashed, not ordered: a load checks thousands of names, twice (the entry, then its tensors), and
+  // problems are reported in the order of the lists, never of these indexes.
+  std::unordered_map<std::string_view, const TensorRecord*> stored;
+  stored.reserve(tensors.size());
   for (const auto& t : tensors)
     if (!stored.emplace(t.name, &t).second) problems.push_back(fmt::format("tensor '{}' appears twice in {}", t.name, source));
 
-  std::set<std::string_view> expected_names;
-  std::map<std::string_view, std::uint32_t> group_storage;
-  std::map<std::uint32_t, std::string_view> storage_group;
+  std::unordered_set<std::string_view> expected_names;
+  expected_names.reserve(expected.size());
+  std::unordered_map<std::string_view, std::uint32_t> group_storage;
+  std::unordered_map<std::uint32_t, std::string_view> storage_group;
   for (const auto& e : expected) {
     expected_names.insert(e.name);
     auto it = stored.find(e.name);
