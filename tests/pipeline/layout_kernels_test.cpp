@@ -1,12 +1,15 @@
 // The blocked transpose behind the post-load layout conversions gives exactly what torch's
 // t().contiguous() and contiguous() give: sizes, strides and bytes, for every element size, odd
 // shapes, whole register blocks (16x16 bytes, 8x8 16-bit) and sizes that are not multiples of a block or tile, size-1 dimensions, and tensors large enough
-// to be split among threads.
+// to be split among threads. While a load defers them, they wait unreadable until written.
 #include <ATen/Functions.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
+#include "pipeline/deferred_layout.h"
 #include "pipeline/layout_kernels.h"
 #include "support/catch.h"
 #include "util/transpose.h"
@@ -36,6 +39,19 @@ at::Tensor filled(std::int64_t rows, std::int64_t cols, at::ScalarType type) {
     p[i] = static_cast<unsigned char>(x);
   }
   return t;
+}
+
+// Whether this process may read the byte at `p`: the kernel copies it into a pipe, or answers
+// EFAULT for a page that may not be read, where a plain read would kill the process.
+bool readable(const void* p) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const ssize_t n = ::write(fds[1], p, 1);
+  const int error = errno;
+  ::close(fds[0]);
+  ::close(fds[1]);
+  if (n < 0) REQUIRE(error == EFAULT);
+  return n == 1;
 }
 
 }  // namespace
@@ -92,4 +108,37 @@ TEST_CASE("the transpose needs no alignment: matrices at odd addresses come out 
       }
     }
   }
+}
+
+TEST_CASE("deferred conversions wait unreadable until written, and a written one outlives the load's layouts",
+          "[post-load][kernels]") {
+  // Each above the size worth deferring (64 KiB), neither a whole number of pages.
+  const at::Tensor a = filled(300, 257, at::kChar), b = filled(129, 300, at::kHalf);
+  at::Tensor ta, tb;
+  {
+    pipeline::DeferredLayouts layouts;
+    {
+      pipeline::DeferredLayouts::Scope scope(layouts);
+      ta = pipeline::column_major(a);
+      tb = pipeline::column_major(b);
+    }
+    CHECK(!layouts.empty());
+    // Carved from one reservation, page-aligned, neither readable.
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto pa = reinterpret_cast<std::uintptr_t>(ta.data_ptr()), pb = reinterpret_cast<std::uintptr_t>(tb.data_ptr());
+    CHECK(pa % page == 0);
+    CHECK(pb == pa + (300 * 257 + page - 1) / page * page);
+    CHECK(!readable(ta.data_ptr()));
+    CHECK(!readable(tb.data_ptr()));
+    CHECK(ta.sizes() == a.t().contiguous().t().sizes());
+    CHECK(ta.strides() == a.t().contiguous().t().strides());
+
+    // Writing one writes torch's bytes and leaves its neighbour unreadable.
+    REQUIRE(layouts.materialize({{"a", ta}, {"b", tb}}, {"a"}));
+    CHECK(same(ta, a.t().contiguous().t()));
+    CHECK(!readable(tb.data_ptr()));
+  }
+  // The layouts are gone; the tensors still hold their reservation.
+  CHECK(same(ta, a.t().contiguous().t()));
+  CHECK(!readable(tb.data_ptr()));
 }
