@@ -168,6 +168,24 @@ struct LogCapture {
 
 }  // namespace
 
+TEST_CASE("the report's table adds up: time no stage timed has a line of its own", "[executor]") {
+  LoadReport report;
+  report.stages = {{"lookup", 0.004, 0, ""}, {"upload", 0.006, 1 << 20, ""}};
+  report.seconds = 0.025;
+  std::vector<std::string> lines = report.table_lines();
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[3].find("outside the stages") != std::string::npos);
+  CHECK(lines[3].find("15.0") != std::string::npos);
+  CHECK(lines[4].find("total") != std::string::npos);
+  CHECK(lines[4].find("25.0") != std::string::npos);
+
+  // Stages that take the whole load: no such line.
+  report.seconds = 0.0101;
+  lines = report.table_lines();
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[3].find("total") != std::string::npos);
+}
+
 TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   test::DemoFixture f;
   auto store = f.store();
