@@ -7,6 +7,16 @@
 #include <cstdint>
 
 namespace snapcache::util {
+namespace {
+
+// Pages are asked about in runs of neighbours, a call per run, at most 16 pages a run and as few
+// calls as that allows down to 64: a call costs about as much as the pages it asks about, and
+// 1,024 single pages, a call each, took 1.3 ms of each warm load on the development machine. A
+// small sample (the read-ahead's 8 per storage) stays a page per call, spread over the storage.
+constexpr std::uint64_t kPagesPerCall = 16;
+constexpr std::uint64_t kCalls = 64;
+
+}  // namespace
 
 std::optional<double> resident_share(const void* data, std::uint64_t size, std::size_t samples) {
   if (size == 0 || samples == 0) return 1.0;
@@ -18,14 +28,19 @@ std::optional<double> resident_share(const void* data, std::uint64_t size, std::
   size += from - first;
   const std::uint64_t pages = (size + page - 1) / page;
   const std::uint64_t asked = std::min<std::uint64_t>(samples, pages);
-  std::uint64_t resident = 0;
-  for (std::uint64_t i = 0; i < asked; ++i) {
-    const std::uint64_t at = i * pages / asked * page;  // the first page of part i
-    unsigned char in_core = 0;
-    if (::mincore(const_cast<char*>(static_cast<const char*>(data) + at), 1, &in_core) != 0) return std::nullopt;
-    resident += in_core & 1u;
+  const std::uint64_t run = std::clamp<std::uint64_t>((asked + kCalls - 1) / kCalls, 1, kPagesPerCall);
+  const std::uint64_t runs = (asked + run - 1) / run;
+  std::uint64_t resident = 0, counted = 0;
+  unsigned char in_core[kPagesPerCall];
+  for (std::uint64_t i = 0; i < runs; ++i) {
+    const std::uint64_t at = i * pages / runs;  // the first page of part i
+    const std::uint64_t n = std::min<std::uint64_t>(run, pages - at);
+    if (::mincore(const_cast<char*>(static_cast<const char*>(data)) + at * page, n * page, in_core) != 0)
+      return std::nullopt;
+    for (std::uint64_t j = 0; j < n; ++j) resident += in_core[j] & 1u;
+    counted += n;
   }
-  return static_cast<double>(resident) / static_cast<double>(asked);
+  return static_cast<double>(resident) / static_cast<double>(counted);
 }
 
 }  // namespace snapcache::util
