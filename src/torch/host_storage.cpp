@@ -46,7 +46,9 @@ std::uint64_t HostStorages::total_bytes() const {
 Result<HostStorages> describe_host_storages(const NamedTensors& tensors) {
   HostStorages out;
   out.storage_of.reserve(tensors.size());
+  out.storages.reserve(tensors.size());  // at most one each; a load describes thousands, twice
   std::unordered_map<const c10::StorageImpl*, std::uint32_t> index;
+  index.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];
     if (!t.defined()) return refuse(name, "undefined tensor");
