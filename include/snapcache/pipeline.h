@@ -164,7 +164,7 @@ struct LoadReport {
   std::uint64_t bytes_trusted = 0;
   SNAPCACHE_API std::string integrity() const;  // those two in words, "" when no file was read
   // On a hit, the served files' bytes that were not in the page cache when the tier served them,
-  // so came from the disk (sampled: one page in every 1/1024 of each file). What a restart after a
+  // so came from the disk (sampled: 1,024 pages of each file, in 64 runs spread over it). What a restart after a
   // reboot or under memory pressure pays; page_cache() says it in words, with the upload's rate.
   std::uint64_t bytes_from_disk = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
