@@ -11,6 +11,9 @@ at::Tensor tensor_over(const c10::Storage& storage, at::ScalarType dtype, c10::I
                        c10::IntArrayRef strides, std::int64_t storage_offset) {
   TORCH_CHECK(sizes.size() == strides.size(), "a view needs one stride per dimension");
   TORCH_CHECK(storage_offset >= 0, "a view's storage offset is negative");
+  // The reach rule below returns 0 for any view with an empty dimension, whatever the others say.
+  at::detail::check_size_nonnegative(sizes);
+  for (const std::int64_t stride : strides) TORCH_CHECK(stride >= 0, "a view's strides must not be negative");
   // torch's own rule for the bytes a view reaches, as set_ checks it (it throws on overflow).
   const std::size_t reach = at::detail::computeStorageNbytes(sizes, strides, c10::elementSize(dtype),
                                                               static_cast<std::size_t>(storage_offset));

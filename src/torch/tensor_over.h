@@ -12,7 +12,8 @@
 
 namespace snapcache {
 
-// On `storage`'s device. Throws c10::Error when the view would reach past the storage's bytes.
+// On `storage`'s device. Throws c10::Error when the view would reach past the storage's bytes, or
+// has a negative size, stride or offset.
 at::Tensor tensor_over(const c10::Storage& storage, at::ScalarType dtype, c10::IntArrayRef sizes,
                        c10::IntArrayRef strides, std::int64_t storage_offset);
 

@@ -13,6 +13,7 @@
 #include "support/temp_dir.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
+#include "torch/tensor_over.h"
 
 using namespace snapcache;
 
@@ -215,4 +216,12 @@ TEST_CASE("views over other storages keep every tensor's dtype, shape, strides, 
                                                          c10::DataPtr(copies[0].data_ptr(), c10::Device(c10::kCPU)),
                                                          nullptr, false);
   CHECK_THROWS(views_over(host, *described, short_storages));
+
+  // Negative sizes, strides and offsets are refused, also beside an empty dimension, where the
+  // bytes a view reaches are none.
+  const c10::Storage& any = cpu.front();
+  CHECK_NOTHROW(tensor_over(any, at::kByte, {0, 4}, {4, 1}, 0));
+  CHECK_THROWS(tensor_over(any, at::kByte, {0, -4}, {4, 1}, 0));
+  CHECK_THROWS(tensor_over(any, at::kByte, {0, 4}, {-4, 1}, 0));
+  CHECK_THROWS(tensor_over(any, at::kByte, {1}, {1}, -1));
 }
