@@ -25,23 +25,31 @@ std::pair<std::uint64_t, std::uint64_t> rows_begun_in(const Plan::Need& n, std::
 }
 
 // Units of `unit_bytes` over [begin, end) of a source, each with the needs it serves; units that
-// serve none are kept only when `keep_all` (their chunks are still checked).
-void add_units(Plan& plan, std::uint32_t source, const std::vector<std::uint32_t>& needs, std::uint64_t begin,
+// serve none are kept only when `keep_all` (their chunks are still checked). The needs are swept in
+// the order they begin, so a unit looks only at those that may overlap it: a TP 8 rank's file has
+// about a thousand units and four thousand needs, and testing every pair took 5 ms of each load.
+void add_units(Plan& plan, std::uint32_t source, std::vector<std::uint32_t> needs, std::uint64_t begin,
                std::uint64_t end, std::uint64_t unit_bytes, bool keep_all) {
+  std::stable_sort(needs.begin(), needs.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return plan.needs[a].begin < plan.needs[b].begin; });
+  std::vector<std::uint32_t> open;  // begun before the unit's end, not ended before its beginning
+  std::size_t next = 0;
   for (std::uint64_t ub = begin; ub < end; ub += unit_bytes) {
     Plan::Unit unit{source, ub, std::min(end, ub + unit_bytes), 0, {}};
     unit.read_end = unit.end;
-    for (std::uint32_t i : needs) {
+    for (; next < needs.size() && plan.needs[needs[next]].begin < unit.end; ++next) open.push_back(needs[next]);
+    // Units go up the source: a need that ends before this one begins serves no later one either.
+    std::erase_if(open, [&](std::uint32_t i) { return plan.needs[i].end <= unit.begin; });
+    for (std::uint32_t i : open) {
       const Plan::Need& n = plan.needs[i];
       if (n.transpose()) {
         auto [first, last] = rows_begun_in(n, unit.begin, unit.end);
         if (first == last) continue;
         unit.read_end = std::max(unit.read_end, n.begin + last * n.row_bytes());
-      } else if (n.end <= unit.begin || n.begin >= unit.end) {
-        continue;
       }
       unit.needs.push_back(i);
     }
+    std::sort(unit.needs.begin(), unit.needs.end());  // in the order of the storages, as planned
     if (keep_all || !unit.needs.empty()) plan.units.push_back(std::move(unit));
   }
 }
