@@ -353,9 +353,10 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
   LoadReport& report = load.context.report;
   NamedTensors& tensors = served.tensors;
 
-  if (served.residence == Residence::host) {
+  if (served.residence == Residence::host && !served.layout_checked) {
     // Whichever tier served and whatever a group decided, what goes on is what the model declares
-    // (a device-prepared tier checks its prepared layout itself).
+    // (a device-prepared tier checks its prepared layout itself, and so may a host tier:
+    // TierAnswer::layout_checked).
     if (Status st = check_completeness(tensors, plan.expected); !st)
       return st.with_context("the served tensors are not the plan's layout");
   }

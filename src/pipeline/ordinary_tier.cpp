@@ -26,8 +26,11 @@ class OrdinaryTier final : public Tier {
     if (Status st = check_completeness(*tensors, plan.expected); !st)
       return complete.fail(st);
     complete.done();
-    return TierAnswer::served(std::move(*tensors), Residence::host, Provenance::source,
-                              "read from the checkpoint by the ordinary loader");
+    TierAnswer served = TierAnswer::served(std::move(*tensors), Residence::host, Provenance::source,
+                                           "read from the checkpoint by the ordinary loader");
+    served.storages = std::move(*host);
+    served.layout_checked = true;
+    return served;
   }
 };
 

@@ -50,6 +50,7 @@ class SnapshotTier final : public Tier {
         TierAnswer served = TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache,
                                                std::move(lk.reason), std::move(lk.entry_id));
         served.storages = std::move(*storages);
+        served.layout_checked = true;  // the lookup checked the entry's records, and the tensors are theirs
         return served;
       }
       case LookupResult::miss:

@@ -39,6 +39,10 @@ struct TierAnswer {
   // its bytes also lie when the tier served it from a file (HostStorage::file). Left empty, the load
   // describes them itself.
   HostStorages storages;
+  // With Residence::host: the tier checked `tensors` against the plan's declared layout itself
+  // (check_completeness, or check_expected_layout on the records it made them from), so the load
+  // does not check them a second time. Unset: the load checks them.
+  bool layout_checked = false;
   // With Residence::device_prepared: the derived buffers, already built where the weights were
   // prepared. The load hands them out as they are and runs no refresh hook (a hook writes in
   // place, and served memory may be shared). Unset: the refresh hooks build them.
