@@ -17,11 +17,6 @@ namespace {
 
 thread_local DeferredLayouts* current_layouts = nullptr;
 
-// Smaller conversions are written at once: each deferred one costs the engine a copy and a kernel.
-// At TP 8 a DiT's attention projections are 288 KiB each: written on the host in a new process
-// (fresh pages), a 4.9 GiB rank's 382 of them took 110 ms of a 0.35 s warm load.
-constexpr std::uint64_t kMinDeferredBytes = 64ull << 10;
-
 std::size_t page_rounded(std::uint64_t bytes) {
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   return static_cast<std::size_t>((bytes + page - 1) / page * page);
@@ -70,10 +65,14 @@ DeferredLayouts::Scope::Scope(DeferredLayouts& layouts) : previous_(current_layo
 DeferredLayouts::Scope::~Scope() { current_layouts = previous_; }
 DeferredLayouts* DeferredLayouts::current() { return current_layouts; }
 
-std::optional<at::Tensor> DeferredLayouts::defer_transpose(const at::Tensor& source) {
+std::optional<at::Tensor> DeferredLayouts::defer_transpose(const at::Tensor& source, at::IntArrayRef sizes,
+                                                           at::IntArrayRef strides) {
   const auto bytes = static_cast<std::uint64_t>(source.numel()) * source.element_size();
-  if (bytes < kMinDeferredBytes || !PendingTranspose{source, std::nullopt}.check(bytes))
-    return std::nullopt;
+  // However small: written here, a conversion reads its source where the tier mapped it (on a warm
+  // load a page fault on the snapshot's mapping, and its fault-around, per tensor) into fresh
+  // memory, where the engine reads it with the file's other bytes and its device transposes cost a
+  // kernel launch. A TP 8 rank's 382 FP8 scale grids are 288 bytes each.
+  if (bytes == 0 || !PendingTranspose{source, std::nullopt}.check(bytes)) return std::nullopt;
   // Reserved, not backed: no page exists until the bytes are written, and a read before then
   // faults instead of returning zeros.
   const std::size_t length = page_rounded(bytes);
@@ -83,8 +82,7 @@ std::optional<at::Tensor> DeferredLayouts::defer_transpose(const at::Tensor& sou
     if (!reservation_) return std::nullopt;  // written at once instead
     p = reservation_->take(length);
   }
-  at::Tensor placeholder = at::from_blob(
-      p, {source.size(1), source.size(0)}, [held = reservation_](void*) {}, source.options());
+  at::Tensor placeholder = at::from_blob(p, sizes, strides, [held = reservation_](void*) {}, source.options());
   pending_.emplace(placeholder.storage().unsafeGetStorageImpl(), Pending{source, placeholder});
   return placeholder;
 }
@@ -108,9 +106,11 @@ Status DeferredLayouts::materialize(const NamedTensors& tensors, const std::vect
   if (pending_.empty()) return Status::ok();
   const auto wanted = name_set(names);
   for (const auto& [name, t] : tensors) {
-    if (!names.empty() && wanted.count(name) == 0) continue;
     if (!t.defined() || !t.has_storage()) continue;
-    SNAPCACHE_RETURN_IF_ERROR(materialize(t.storage().unsafeGetStorageImpl()));
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    // The storage first: most tensors have nothing pending, and a pointer hashes faster than a name.
+    if (pending_.count(storage) == 0 || (!names.empty() && wanted.count(name) == 0)) continue;
+    SNAPCACHE_RETURN_IF_ERROR(materialize(storage));
   }
   return Status::ok();
 }

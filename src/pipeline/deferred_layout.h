@@ -42,9 +42,11 @@ class DeferredLayouts {
   // The layouts of this thread's scope, or nullptr (the kernels then write at once).
   static DeferredLayouts* current();
 
-  // A contiguous [cols, rows] tensor whose bytes will be the transpose of `source` (row-major,
-  // contiguous, [rows, cols], on the CPU), or nullopt when it is too small to be worth deferring.
-  std::optional<at::Tensor> defer_transpose(const at::Tensor& source);
+  // A tensor whose bytes will be the transpose of `source` (row-major, contiguous, [rows, cols], on
+  // the CPU) as a contiguous [cols, rows] matrix, seen through `sizes` and `strides` (which must
+  // cover exactly those bytes); or nullopt when it is empty or no placeholder could be reserved
+  // (the kernels then write it at once).
+  std::optional<at::Tensor> defer_transpose(const at::Tensor& source, at::IntArrayRef sizes, at::IntArrayRef strides);
 
   // Writes the bytes of the tensors' pending storages among `names` (all of them when `names` is
   // empty), so code that reads them sees the converted bytes.

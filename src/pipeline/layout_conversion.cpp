@@ -1,4 +1,7 @@
 // FP16 and INT8 row-major <-> column-major conversion for the kernels that want it.
+#include <optional>
+#include <unordered_set>
+
 #include "snapcache/version.h"
 #include "pipeline/built_in_properties.h"
 #include "pipeline/deferred_layout.h"
@@ -12,14 +15,24 @@
 namespace snapcache {
 
 std::vector<std::string> pipeline::weight_scale_pairs(const NamedTensors& tensors, at::ScalarType dtype) {
-  std::unordered_set<std::string_view> names;
-  names.reserve(tensors.size());
-  for (const auto& [n, _] : tensors) names.insert(n);
+  // A scale usually comes right after its weight; the index of every name is built only when one
+  // does not (each method asks for its pairs twice per load, among thousands of names).
+  std::optional<std::unordered_set<std::string_view>> names;
+  const auto has = [&](std::size_t i, const std::string& scale) {
+    if (i + 1 < tensors.size() && tensors[i + 1].first == scale) return true;
+    if (!names) {
+      names.emplace();
+      names->reserve(tensors.size());
+      for (const auto& [n, _] : tensors) names->insert(n);
+    }
+    return names->count(scale) > 0;
+  };
   std::vector<std::string> out;
-  for (const auto& [n, t] : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [n, t] = tensors[i];
     if (t.scalar_type() != dtype) continue;
     std::string scale = n + "_scale";
-    if (names.count(scale) == 0) continue;
+    if (!has(i, scale)) continue;
     out.push_back(n);
     out.push_back(std::move(scale));
   }

@@ -112,15 +112,16 @@ TEST_CASE("the transpose needs no alignment: matrices at odd addresses come out 
 
 TEST_CASE("deferred conversions wait unreadable until written, and a written one outlives the load's layouts",
           "[post-load][kernels]") {
-  // Each above the size worth deferring (64 KiB), neither a whole number of pages.
-  const at::Tensor a = filled(300, 257, at::kChar), b = filled(129, 300, at::kHalf);
-  at::Tensor ta, tb;
+  // Neither a whole number of pages; c as small as an FP8 scale grid, which is deferred too.
+  const at::Tensor a = filled(300, 257, at::kChar), b = filled(129, 300, at::kHalf), c = filled(12, 6, at::kFloat);
+  at::Tensor ta, tb, tc;
   {
     pipeline::DeferredLayouts layouts;
     {
       pipeline::DeferredLayouts::Scope scope(layouts);
       ta = pipeline::column_major(a);
       tb = pipeline::column_major(b);
+      tc = pipeline::column_major(c);
     }
     CHECK(!layouts.empty());
     // Carved from one reservation, page-aligned, neither readable.
@@ -130,12 +131,15 @@ TEST_CASE("deferred conversions wait unreadable until written, and a written one
     CHECK(pb == pa + (300 * 257 + page - 1) / page * page);
     CHECK(!readable(ta.data_ptr()));
     CHECK(!readable(tb.data_ptr()));
+    CHECK(reinterpret_cast<std::uintptr_t>(tc.data_ptr()) == pb + (129 * 300 * 2 + page - 1) / page * page);
+    CHECK(!readable(tc.data_ptr()));
     CHECK(ta.sizes() == a.t().contiguous().t().sizes());
     CHECK(ta.strides() == a.t().contiguous().t().strides());
 
     // Writing one writes torch's bytes and leaves its neighbour unreadable.
-    REQUIRE(layouts.materialize({{"a", ta}, {"b", tb}}, {"a"}));
+    REQUIRE(layouts.materialize({{"a", ta}, {"b", tb}, {"c", tc}}, {"a", "c"}));
     CHECK(same(ta, a.t().contiguous().t()));
+    CHECK(same(tc, c.t().contiguous().t()));
     CHECK(!readable(tb.data_ptr()));
   }
   // The layouts are gone; the tensors still hold their reservation.
