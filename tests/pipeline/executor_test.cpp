@@ -61,6 +61,23 @@ class PreparedTier final : public Tier {
   NamedTensors prepared_;
 };
 
+// A tier in front of the others that serves host tensors it was given, as a tier of a user's own
+// would, saying or not that it checked them against the plan's layout.
+class HostTier final : public Tier {
+ public:
+  HostTier(NamedTensors tensors, bool checked) : tensors_(std::move(tensors)), checked_(checked) {}
+  std::string name() const override { return "host"; }
+  Result<TierAnswer> serve(LoadContext&) override {
+    TierAnswer served = TierAnswer::served(tensors_, Residence::host, Provenance::cache, "held on the host");
+    served.layout_checked = checked_;
+    return served;
+  }
+
+ private:
+  NamedTensors tensors_;
+  bool checked_;
+};
+
 class ThrowingTier final : public Tier {
  public:
   std::string name() const override { return "throwing"; }
@@ -276,6 +293,51 @@ TEST_CASE("a tier that serves prepared device tensors skips post-load and upload
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   CHECK(entries->empty());  // nothing was read from the checkpoint, so nothing was published
+}
+
+TEST_CASE("served host tensors are checked against the plan's layout once: by the tier, or else by the load",
+          "[executor]") {
+  test::DemoFixture f;
+  const LoadedModel ref = f.reference();
+  LoadPlan plan = f.plan();
+  auto read = plan.ordinary_loader(plan);  // host tensors before post-load, as a tier serves them
+  REQUIRE(read.is_ok());
+
+  SECTION("a tier that did not check them: the load refuses what is not the plan's layout") {
+    NamedTensors broken = *read;
+    broken[1].second = broken[1].second.unsqueeze(0);
+    plan.tiers = {std::make_shared<HostTier>(broken, false)};
+    auto loaded = load_model(nullptr, plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    INFO(loaded.status().message());
+    CHECK(loaded.status().code() == StatusCode::mismatch);
+    CHECK(loaded.status().message().find("the served tensors are not the plan's layout") != std::string::npos);
+    CHECK(loaded.status().message().find("tensor '" + broken[1].first + "': shape") != std::string::npos);
+
+    plan.tiers = {std::make_shared<HostTier>(*read, false)};
+    auto fine = load_model(nullptr, plan);
+    REQUIRE(fine.is_ok());
+    CHECK(demo::identical(ref, *fine));
+  }
+  SECTION("the default tiers check what they serve themselves, and say so") {
+    auto store = f.store();
+    auto key = key_for_plan(*store, plan);
+    REQUIRE(key.is_ok());
+    LoadReport report;
+    LoadContext load{plan, store.get(), &*key, "", report};
+    auto cold = ordinary_tier()->serve(load);
+    REQUIRE(cold.is_ok());
+    CHECK(cold->layout_checked);
+    CHECK(cold->storages.storage_of.size() == cold->tensors.size());  // described once, handed over
+
+    auto published = load_model(store.get(), plan);
+    REQUIRE(published.is_ok());
+    wait_for_publications();
+    auto warm = snapshot_tier()->serve(load);
+    REQUIRE(warm.is_ok());
+    REQUIRE(warm->outcome == TierOutcome::served);
+    CHECK(warm->layout_checked);
+  }
 }
 
 TEST_CASE("the uploader hears how many bytes a load will bring before any tier is asked", "[executor]") {
