@@ -31,19 +31,21 @@ mkdir -p .deps/prefix
 for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/prefix; done
 cmake --preset gpu >/dev/null
 cmake --build --preset gpu -j "$(nproc)" --target snapcache_gpu_load_bench | tail -n 1
-rm -rf /tmp/ab && mkdir -p /tmp/ab && cp "$bin" /tmp/ab/new
+# The binaries and the tree's saved files in a directory of this run's own, removed at the end.
+ab=$(mktemp -d /tmp/snapcache-ab.XXXXXX)
+cp "$bin" "$ab/new"
 names=(new)
 
 # Copies a variant's files over the tree's, keeping the tree's (and the list of files it lacked)
 # under $saved, so restore puts the tree back as it was, also when the build fails.
-saved=/tmp/ab/tree
+saved=$ab/tree
 restore() {
   [[ -d "$saved" ]] || return 0
   (cd "$saved/files" && find . -type f) | while read -r f; do cp "$saved/files/$f" "$f"; done
   while read -r f; do rm -f "$f"; done <"$saved/added"
   rm -rf "$saved"
 }
-trap restore EXIT
+trap 'restore; rm -rf "$ab"' EXIT
 for pair in $variants; do
   name=${pair%%:*} dir=${pair#*:}
   [[ "$name" != "$pair" && -d "$dir" ]] || { echo "variant '$pair' is not name:folder" >&2; exit 1; }
@@ -59,21 +61,21 @@ for pair in $variants; do
     cp "$dir/$f" "$f"
   done
   cmake --build --preset gpu -j "$(nproc)" --target snapcache_gpu_load_bench | tail -n 1
-  cp "$bin" "/tmp/ab/$name"
+  cp "$bin" "$ab/$name"
   restore
-  if cmp -s /tmp/ab/new "/tmp/ab/$name"; then echo "variant $name builds the same binary as the tree" >&2; exit 1; fi
+  if cmp -s "$ab/new" "$ab/$name"; then echo "variant $name builds the same binary as the tree" >&2; exit 1; fi
   names+=("$name")
 done
-trap - EXIT
+trap 'rm -rf "$ab"' EXIT
 echo "built ${names[*]} in $(elapsed) s"
 
 export SNAPCACHE_LOG=debug
 # Makes the checkpoint (once per machine) and the entry the warm loads read.
-/tmp/ab/new --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs 1 --only cold >/dev/null 2>&1
+"$ab/new" --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs 1 --only cold >/dev/null 2>&1
 one_run() {  # round variant loads runs
   local label="$1 $2"
   echo "== $label" >>"$out/stages.txt"
-  "/tmp/ab/$2" --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs "$4" --only "$3" 2>>"$out/stages.txt" |
+  "$ab/$2" --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs "$4" --only "$3" 2>>"$out/stages.txt" |
     { grep -E "^(warm|cold|pinned)" || true; } | sed "s/^/$label /" | tee -a "$out/ab.txt"
 }
 for ((i = 1; i <= rounds; ++i)); do
