@@ -253,6 +253,15 @@ struct PrecisionPolicy {
 // Every tensor must match a rule and have one of its dtypes; the error names the tensor.
 SNAPCACHE_API Status validate_precision(const NamedTensors& tensors, const PrecisionPolicy& policy);
 
+// Takes a streaming loader's tensors as it makes them (LoadPlan::streaming_loader).
+class SNAPCACHE_API TensorSink {
+ public:
+  virtual ~TensorSink();
+  // Takes the load's next tensors, in load order. Nothing may change them afterwards: a cold load
+  // may be uploading them while the loader makes the rest. A loader returns a failed Status.
+  virtual Status put(NamedTensors tensors) = 0;
+};
+
 struct LoadPlan {
   // What is loaded: the key.
   std::vector<std::string> checkpoint_files;
@@ -277,6 +286,13 @@ struct LoadPlan {
   ExpectedLayout expected;
   // The ordinary loader: reads the checkpoint, shards, fuses. Its output must match `expected`.
   std::function<Result<NamedTensors>(const LoadPlan&)> ordinary_loader;
+  // The ordinary loader in a form that hands its tensors over as it makes them (a layer at a
+  // time, say): what it puts, in order, is what ordinary_loader would return, and it returns once it
+  // has put everything. A cold load runs the post-load methods and the upload of each part while
+  // the loader makes the next, when every method allows it (MethodProperties::applies_per_part),
+  // so the upload ends soon after the loader; the weights are those the whole would give. Used
+  // when ordinary_loader is not set.
+  std::function<Status(const LoadPlan&, TensorSink&)> streaming_loader;
   std::vector<std::shared_ptr<PostLoadMethod>> post_load;
   c10::Device device = c10::Device(c10::kCPU);
   std::vector<RefreshHook> refresh_hooks;
@@ -321,6 +337,10 @@ SNAPCACHE_API Result<LoadedModel> load_model(Store* store, const LoadPlan& plan)
 // Loads again (from whichever tier serves) and copies the result into `model`'s existing tensors
 // in place, then runs the refresh hooks: no weight or buffer changes its address.
 SNAPCACHE_API Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model);
+
+// Runs the plan's loader, ordinary_loader or else streaming_loader, and returns everything it made,
+// in order: nothing checked, nothing cached. A streaming loader's parts are also put to `also`.
+SNAPCACHE_API Result<NamedTensors> run_ordinary_loader(const LoadPlan& plan, TensorSink* also = nullptr);
 
 // Completeness of an ordinary load: every expected name present, none extra, dtypes and shapes as
 // declared.

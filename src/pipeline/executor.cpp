@@ -6,8 +6,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
@@ -16,8 +14,9 @@
 #include "pipeline/deferred_layout.h"
 #include "pipeline/eligibility.h"
 #include "pipeline/group_agreement.h"
-#include "pipeline/named.h"
+#include "pipeline/host_to_device.h"
 #include "pipeline/read_ahead.h"
+#include "pipeline/upload_ahead.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
@@ -67,32 +66,6 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
     if (report.entry_id.empty()) report.entry_id = a.entry_id;
 }
 
-// The storages a tier served (its answer's HostStorages), by storage. They are held until the
-// load ends: a storage freed by a method could otherwise hand its address to a new one.
-class ServedStorages {
- public:
-  explicit ServedStorages(const HostStorages& served) : served_(served) {
-    for (const HostStorage& s : served_.storages) index_.emplace(s.owner.unsafeGetStorageImpl(), &s);
-  }
-  const HostStorage* find(const c10::StorageImpl* storage) const {
-    auto it = index_.find(storage);
-    return it == index_.end() ? nullptr : it->second;
-  }
-  bool contains(const at::Tensor& t) const { return t.has_storage() && find(t.storage().unsafeGetStorageImpl()); }
-  // Where a served storage's bytes also lie, unless a method may have written it.
-  const StoredBytes* stored(const c10::StorageImpl* storage) const {
-    const HostStorage* s = find(storage);
-    return s != nullptr && s->file && !written_.count(storage) ? &*s->file : nullptr;
-  }
-  void written_in_place(const c10::StorageImpl* storage) { written_.insert(storage); }
-  bool written(const c10::StorageImpl* storage) const { return written_.count(storage) > 0; }
-
- private:
-  const HostStorages& served_;
-  std::unordered_map<const c10::StorageImpl*, const HostStorage*> index_;
-  std::unordered_set<const c10::StorageImpl*> written_;
-};
-
 // The plan's interrupt check (LoadPlan::interrupt_check), asked between two stages; its failure
 // ends the load as one of the stage `next` would.
 Status interruption(const LoadPlan& plan, const std::string& next) {
@@ -105,6 +78,7 @@ Status interruption(const LoadPlan& plan, const std::string& next) {
 struct Load {
   LoadContext context;
   Publication publication;
+  pipeline::UploadAhead* ahead = nullptr;  // the upload while a streaming loader runs, if any
 };
 
 // Waits for the load's background publication and records its outcome as a blocking one would.
@@ -115,71 +89,6 @@ void await_publication(Load& load, const std::string& why) {
   const std::string note = pipeline::record_publication(report.publish.emplace(load.publication.wait()), stage);
   if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
   load.publication = Publication();
-}
-
-// Post-load methods and precision checks, the same on every host path; then the host storages,
-// each marked with whether a method wrote it (so an uploader never sends it from a file). With
-// `deferred`, layout conversions are left pending for the uploader to write (see
-// pipeline/deferred_layout.h); a method that may read their bytes gets them written first.
-Result<HostStorages> prepare_on_host(Load& load, NamedTensors& tensors, ServedStorages& served,
-                                     pipeline::DeferredLayouts* deferred) {
-  const LoadPlan& plan = load.context.plan;
-  LoadReport& report = load.context.report;
-  std::set<std::string> written_in_place;  // targets of methods that may write their storages
-
-  // A method that may write in place must not change bytes a publication is still writing.
-  for (const auto& method : plan.post_load)
-    if (method->properties().writes == PostLoadWrites::may_write_in_place)
-      await_publication(load, "post-load method " + method->name() + " may write in place");
-  StageTimer post(report, "post-load");
-  std::optional<pipeline::DeferredLayouts::Scope> scope;
-  if (deferred != nullptr) scope.emplace(*deferred);
-  for (const auto& method : plan.post_load) {
-    const std::string context = "post-load method " + method->name();
-    Status st = guarded([&]() -> Status {
-      std::vector<std::string> targets = method->targets(tensors);
-      const MethodProperties properties = method->properties();
-      if (deferred != nullptr)
-        SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
-                                                                : deferred->materialize(tensors));
-      if (properties.writes == PostLoadWrites::may_write_in_place)
-        for (const auto wanted = pipeline::name_set(targets); auto& [name, t] : tensors)
-          if (wanted.count(name) != 0) {
-            if (t.has_storage()) served.written_in_place(t.storage().unsafeGetStorageImpl());
-            written_in_place.insert(name);
-          }
-      return method->apply(tensors);
-    });
-    if (!st) return post.fail(st.with_context(context));
-  }
-  post.done();
-  scope.reset();
-  if (!plan.precision.rules.empty()) {
-    StageTimer precision(report, "precision");
-    if (Status st = guarded([&] { return validate_precision(tensors, plan.precision); }); !st)
-      return precision.fail(st);
-    precision.done();
-  }
-
-  auto host = describe_host_storages(tensors);
-  if (!host) return host.status().with_context("after post-load");
-  const auto stored_of = [&](const c10::StorageImpl* storage) { return served.stored(storage); };
-  for (HostStorage& s : host->storages) {
-    const c10::StorageImpl* storage = s.owner.unsafeGetStorageImpl();
-    s.written_by_post_load = served.find(storage) == nullptr || served.written(storage);
-    for (std::size_t i : s.tensors) s.written_by_post_load |= written_in_place.count(tensors[i].first) > 0;
-    if (const StoredBytes* stored = stored_of(storage); stored != nullptr && !s.written_by_post_load) s.file = *stored;
-    if (deferred != nullptr) s.pending = deferred->pending(storage, stored_of);
-  }
-  return host;
-}
-
-// Writes the pending layout conversions into host memory, for an uploader that does not.
-Status materialize_pending(pipeline::DeferredLayouts* deferred, const NamedTensors& tensors, HostStorages& host) {
-  if (deferred == nullptr || deferred->empty()) return Status::ok();
-  SNAPCACHE_RETURN_IF_ERROR(deferred->materialize(tensors));
-  for (HostStorage& s : host.storages) s.pending.reset();
-  return Status::ok();
 }
 
 // The stored files a tier served from, each once.
@@ -207,78 +116,16 @@ std::uint64_t stored_bytes_off_page_cache(const HostStorages& served) {
   return total;
 }
 
-// Below this the plain copy is as fast: the engine's first load in a process pins its staging
-// buffers (two per worker, a worker per 64 MiB), which costs about what a plain copy of 64 MiB
-// does (docs/performance.md).
-constexpr std::uint64_t kStagedUploadMinBytes = 64ull << 20;
-
-// The engine for large loads onto CUDA devices, the plain copy for the rest (which hands CPU
-// tensors back as they are).
-std::shared_ptr<Uploader> default_uploader(c10::Device device, std::uint64_t bytes) {
-  static const std::shared_ptr<Uploader> staged = staged_uploader();
-  return device.is_cuda() && bytes >= kStagedUploadMinBytes ? staged : per_storage_uploader();
-}
-
-// The bytes the plan's declared tensors take, each alias group once (at its largest tensor): what
-// the upload will move, give or take what post-load methods add.
-std::uint64_t declared_bytes(const ExpectedLayout& expected) {
-  std::uint64_t total = 0;
-  std::map<std::string, std::uint64_t> groups;
-  for (const ExpectedTensor& t : expected) {
-    std::uint64_t bytes = element_size(t.dtype);
-    for (std::int64_t d : t.sizes) bytes *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
-    if (t.alias_group.empty()) total += bytes;
-    else groups[t.alias_group] = std::max(groups[t.alias_group], bytes);
-  }
-  for (const auto& [group, bytes] : groups) total += bytes;
-  return total;
-}
-
 // The uploader the plan names, else the one default_uploader() would pick for its declared size,
 // told the load has started (Uploader::expect): the engine pins its buffers while the tiers work.
 void expect_upload(const LoadPlan& plan) {
-  const std::uint64_t bytes = declared_bytes(plan.expected);
-  const std::shared_ptr<Uploader> uploader = plan.uploader ? plan.uploader : default_uploader(plan.device, bytes);
+  const std::uint64_t bytes = pipeline::declared_bytes(plan.expected);
+  const std::shared_ptr<Uploader> uploader =
+      plan.uploader ? plan.uploader : pipeline::default_uploader(plan.device, bytes);
   try {
     uploader->expect(bytes, plan.device);
   } catch (...) {  // a hint: the upload meets whatever went wrong itself
   }
-}
-
-Result<Uploaded> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
-                             const HostStorages& host) {
-  auto device = guarded([&] { return uploader.upload(tensors, host, plan.device); });
-  if (!device) return device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(), uploader.name()));
-  if (device->tensors.size() != tensors.size())
-    return Status(StatusCode::mismatch, fmt::format("uploader {} returned {} tensors for {}", uploader.name(),
-                                                    device->tensors.size(), tensors.size()));
-  return device;
-}
-
-// Uploads with the plan's uploader; when that is not the plain copy and fails, the plain copy
-// uploads instead and the reason says why. A failed upload releases what it allocated.
-// A checksum mismatch is never retried by another uploader: the bytes themselves are bad.
-Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
-                        HostStorages& host, pipeline::DeferredLayouts* deferred, LoadReport& report) {
-  const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
-  {
-    StageTimer stage(report, "upload");
-    auto device = upload_with(*uploader, plan, tensors, host);
-    if (device) {
-      stage.done(bytes);
-      return device;
-    }
-    if (uploader == per_storage_uploader() || device.status().code() == StatusCode::damaged)
-      return stage.fail(device.status());
-    stage.fail(device.status().to_string());
-    report.reason += (report.reason.empty() ? "" : "; ") + device.status().to_string() + "; uploaded by the per-storage copy instead";
-  }
-  StageTimer stage(report, "upload (fallback)");
-  if (Status st = materialize_pending(deferred, tensors, host); !st) return stage.fail(st);
-  auto device = upload_with(*per_storage_uploader(), plan, tensors, host);
-  if (!device) return stage.fail(device.status());
-  stage.done(bytes);
-  return device;
 }
 
 Status check_on_device(const NamedTensors& tensors, c10::Device device) {
@@ -345,6 +192,22 @@ Result<TierAnswer> choose_tier(LoadContext& load, const std::vector<std::shared_
   return Status(StatusCode::not_found, "no tier served the weights: " + why);
 }
 
+// The uploaded tensors, handed out once the load may go on to the refresh hooks. Host tensors (a
+// CPU load) that a publication still writes could be changed by the caller: it is waited for.
+Result<NamedTensors> handed_out(Load& load, const TierAnswer& served, Uploaded device) {
+  if (Status st = interruption(load.context.plan, "the refresh hooks"); !st) {
+    await_publication(load, "the load failed");
+    return st;
+  }
+  if (load.publication.started()) {
+    const pipeline::ServedStorages served_storages(served.storages);
+    if (std::any_of(device.tensors.begin(), device.tensors.end(),
+                    [&](const auto& nt) { return served_storages.contains(nt.second); }))
+      await_publication(load, "the published host tensors are handed out");
+  }
+  return std::move(device.tensors);
+}
+
 // Post-load, precision and upload of what `served` gave; the tiers that passed may keep it first.
 Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Tier>>& tiers,
                                 const std::vector<TierAnswer>& passed, TierAnswer& served,
@@ -392,9 +255,22 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
       load.publication = std::move(kept.publication);
     }
   }
+  // Uploaded while the streaming loader ran, unless the parts did not add up to the whole.
+  if (load.ahead != nullptr && load.ahead->received() && served.provenance == Provenance::source) {
+    SNAPCACHE_RETURN_IF_ERROR(interruption(plan, "the upload"));
+    auto device = load.ahead->finish(tensors, report);
+    if (device) return handed_out(load, served, std::move(*device));
+    log(LogLevel::info, fmt::format("{} {}: the host path runs on the whole load instead", plan.component,
+                                    device.status().to_string()));
+  }
+  if (load.ahead != nullptr) load.ahead->release();  // device memory the whole path may need
+  // A method that may write in place must not change bytes a publication is still writing.
+  for (const auto& method : plan.post_load)
+    if (method->properties().writes == PostLoadWrites::may_write_in_place)
+      await_publication(load, "post-load method " + method->name() + " may write in place");
   // The uploader is chosen before post-load, so conversions can be left to one that writes them.
   std::shared_ptr<Uploader> uploader = plan.uploader;
-  if (!uploader) uploader = default_uploader(plan.device, served.storages.total_bytes());
+  if (!uploader) uploader = pipeline::default_uploader(plan.device, served.storages.total_bytes());
   pipeline::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   pipeline::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
   // Asked before post-load methods or the upload read them into the page cache.
@@ -405,20 +281,11 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
     StageTimer ahead(report, "read-ahead");
     ahead.done(pipeline::read_ahead_for_post_load(plan.post_load, tensors, served.storages));
   }
-  ServedStorages served_storages(served.storages);
-  auto host = prepare_on_host(load, tensors, served_storages, defer);
+  pipeline::ServedStorages served_storages(served.storages);
+  auto host = pipeline::prepare_on_host(plan, report, tensors, served_storages, defer);
   if (!host) return host.status();
   SNAPCACHE_RETURN_IF_ERROR(interruption(plan, "the upload"));
-  auto device = upload(plan, uploader, tensors, *host, defer, report);
-  if (device) {
-    if (Status st = interruption(plan, "the refresh hooks"); !st) device = st;
-  }
-  if (device && load.publication.started()) {
-    // Host tensors handed out (a CPU load) could be changed by the caller while still being written.
-    if (std::any_of(device->tensors.begin(), device->tensors.end(),
-                    [&](const auto& nt) { return served_storages.contains(nt.second); }))
-      await_publication(load, "the published host tensors are handed out");
-  }
+  auto device = pipeline::upload(plan, uploader, tensors, *host, defer, report);
   if (!device) {
     await_publication(load, "the load failed");
     return device.status();
@@ -429,7 +296,7 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
     report.bytes_trusted = stored > device->bytes_checked ? stored - device->bytes_checked : 0;
     report.bytes_from_disk = from_disk;
   }
-  return std::move(device->tensors);
+  return handed_out(load, served, std::move(*device));
 }
 
 // A load that missed and then failed is a failure, not a miss: each tier that missed hears why
@@ -470,6 +337,9 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   }
   report.not_cached = eligible.not_cached;
   Load load{LoadContext{plan, store, key ? &*key : nullptr, eligible.reason, report}, {}};
+  const std::unique_ptr<pipeline::UploadAhead> ahead = pipeline::UploadAhead::for_plan(plan);
+  load.ahead = ahead.get();
+  load.context.ahead = ahead.get();
 
   std::optional<pipeline::GroupAgreement> agreement;
   if (plan.group) agreement.emplace(*plan.group, report, pipeline::group_identity(plan, *plan.group));

@@ -8,15 +8,29 @@
 namespace snapcache {
 namespace {
 
+// Collects what a streaming loader puts, in order, and passes each part on.
+class Collector final : public TensorSink {
+ public:
+  explicit Collector(TensorSink* also) : also_(also) {}
+  Status put(NamedTensors tensors) override {
+    all_.insert(all_.end(), tensors.begin(), tensors.end());
+    return also_ != nullptr ? also_->put(std::move(tensors)) : Status::ok();
+  }
+  NamedTensors take() { return std::move(all_); }
+
+ private:
+  TensorSink* also_;
+  NamedTensors all_;
+};
+
 class OrdinaryTier final : public Tier {
  public:
   std::string name() const override { return "ordinary"; }
 
   Result<TierAnswer> serve(LoadContext& load) override {
     const LoadPlan& plan = load.plan;
-    if (!plan.ordinary_loader) return Status(StatusCode::invalid_argument, "the load plan has no ordinary loader");
     StageTimer read(load.report, "ordinary load");
-    auto tensors = guarded([&] { return plan.ordinary_loader(plan); });
+    auto tensors = run_ordinary_loader(plan, load.ahead);
     if (!tensors) return read.fail(tensors.status().with_context("ordinary loader"));
     auto host = describe_host_storages(*tensors);  // host tensors are CPU tensors
     if (!host) return read.fail(host.status().with_context("ordinary loader output"));
@@ -35,6 +49,16 @@ class OrdinaryTier final : public Tier {
 };
 
 }  // namespace
+
+Result<NamedTensors> run_ordinary_loader(const LoadPlan& plan, TensorSink* also) {
+  return guarded([&]() -> Result<NamedTensors> {
+    if (plan.ordinary_loader) return plan.ordinary_loader(plan);
+    if (!plan.streaming_loader) return Status(StatusCode::invalid_argument, "the load plan has no ordinary loader");
+    Collector collected(also);
+    SNAPCACHE_RETURN_IF_ERROR(plan.streaming_loader(plan, collected));
+    return collected.take();
+  });
+}
 
 std::shared_ptr<Tier> ordinary_tier() { return std::make_shared<OrdinaryTier>(); }
 

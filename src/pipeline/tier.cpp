@@ -3,6 +3,7 @@
 namespace snapcache {
 
 Tier::~Tier() = default;
+TensorSink::~TensorSink() = default;
 
 Kept Tier::keep(LoadContext&, const NamedTensors&) { return {}; }
 std::string Tier::damaged(LoadContext&, const std::string&, const Status&) { return {}; }

@@ -2,6 +2,7 @@
 // give bit-identical forward outputs, keep aliases aliased and derived buffers in place.
 #include <ATen/Functions.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -45,9 +46,21 @@ struct SmallModel {
   }
 };
 
+// The plan with the demo's loader run whole: a cold load takes the host path once, on everything
+// (the demo's own loader is a streaming one, uploaded part by part while it runs).
+LoadPlan whole(const LoadPlan& plan) {
+  LoadPlan out = plan;
+  out.ordinary_loader = [plan](const LoadPlan&) { return run_ordinary_loader(plan); };
+  return out;
+}
+
+bool has_stage(const LoadReport& report, std::string_view stage) {
+  return std::any_of(report.stages.begin(), report.stages.end(), [&](const StageTime& s) { return s.stage == stage; });
+}
+
 // A four-layer demo model whose layout conversions (1 MiB and more) are left to the engine, and
-// the reference load: conversions written on the host (an engine that does not convert), then
-// copied as they are.
+// the reference load: the loader run whole, conversions written on the host (an engine that does
+// not convert), then copied as they are.
 struct ConvertingModel {
   test::TempDir dir;
   demo::DitConfig config = [] {
@@ -65,8 +78,9 @@ struct ConvertingModel {
     StagedUploadOptions on_host;
     on_host.convert_layouts = false;
     plan.uploader = staged_uploader(on_host);
-    auto loaded = load_model(nullptr, plan);
+    auto loaded = load_model(nullptr, whole(plan));
     REQUIRE(loaded.is_ok());
+    REQUIRE_FALSE(has_stage(loaded->report, "upload (after the loader)"));
     reference.emplace(std::move(*loaded));
   }
   // A store over `fs` in the model's directory, holding the entry the engine's cold load published.
@@ -100,13 +114,15 @@ TEST_CASE("on the GPU ordinary and cold and warm loads give bit-identical weight
   REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
   LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
   auto store = *Store::open(test::test_config(dir / "cache"));
-  auto ref = load_model(nullptr, plan);
+  auto ref = load_model(nullptr, whole(plan));
   auto cold = load_model(store.get(), plan);
   auto warm = load_model(store.get(), plan);
   REQUIRE(ref.is_ok());
   REQUIRE(cold.is_ok());
   REQUIRE(warm.is_ok());
   CHECK(cold->report.path == LoadPath::miss);
+  CHECK(has_stage(cold->report, "upload (after the loader)"));  // uploaded part by part
+  CHECK_FALSE(has_stage(cold->report, "upload while loading"));  // and the parts added up
   CHECK(warm->report.path == LoadPath::hit);
   for (const auto& [name, t] : warm->weights) CHECK(t.is_cuda());
   CHECK(demo::identical(*ref, *cold));
@@ -418,6 +434,10 @@ TEST_CASE("the engine writes layout conversions while staging and checks every b
     REQUIRE(cold.is_ok());
     REQUIRE(warm.is_ok());
     REQUIRE(warm->report.path == LoadPath::hit);
+    // The cold load's engine converted each part while the loader made the next.
+    CHECK(has_stage(cold->report, "upload (after the loader)"));
+    CHECK_FALSE(has_stage(cold->report, "upload while loading"));
+    for (const auto& s : cold->report.stages) CHECK(s.stage != "upload (fallback)");
     for (const auto& s : warm->report.stages) CHECK(s.stage != "upload (fallback)");
     CHECK(warm->report.bytes_checked > 0);
     CHECK(warm->report.bytes_trusted == 0);

@@ -134,13 +134,14 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
   }
   add("final_norm.weight", DType::bfloat16, {h});
 
-  plan.ordinary_loader = [c](const LoadPlan& p) -> Result<NamedTensors> {
+  // A layer at a time: a cold load uploads each layer while the loader makes the next.
+  plan.streaming_loader = [c](const LoadPlan& p, TensorSink& sink) -> Status {
     auto file = SafetensorsFile::open(p.checkpoint_files.at(0));
     if (!file) return file.status();
     auto get = [&](const std::string& name) { return (*file)->tensor(name); };
-    NamedTensors out;
     const int r = c.tp_rank, parts = c.tp_size;
     for (std::int64_t i = 0; i < c.layers; ++i) {
+      NamedTensors out;
       auto take = [&](const char* rest) -> Status {  // replicated: the file's tensor as it is
         auto t = get(layer(i, rest));
         if (!t) return t.status();
@@ -169,11 +170,11 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
       SNAPCACHE_RETURN_IF_ERROR(split("mlp.down.weight", ShardAxis::columns));
       SNAPCACHE_RETURN_IF_ERROR(split("mlp.down.weight_scale", ShardAxis::columns));
       SNAPCACHE_RETURN_IF_ERROR(take("adaln.weight"));
+      SNAPCACHE_RETURN_IF_ERROR(sink.put(std::move(out)));
     }
     auto fin = get("final_norm.weight");
     if (!fin) return fin.status();
-    out.emplace_back("final_norm.weight", *fin);
-    return out;
+    return sink.put({{"final_norm.weight", *fin}});
   };
 
   plan.post_load = {int8_row_scale_method(WeightLayout::column_major), fp8_block_scale_method(),

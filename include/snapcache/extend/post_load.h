@@ -35,6 +35,12 @@ struct MethodProperties {
   // version say everything its output depends on (a GPU donor serves other methods only when told
   // to trust them, DonorOptions::accept_custom_methods).
   bool built_in = false;
+  // Applied to consecutive parts of a load, it gives what it gives applied to the whole, tensor for
+  // tensor and in the same order, whenever its targets in the parts add up to its targets in the
+  // whole (the built-in methods: a weight and its scale in one part). With new_storages_only, a
+  // cold load from a streaming loader (LoadPlan::streaming_loader) runs it on each part as the
+  // part comes; the load checks that the targets add up, and runs it on the whole otherwise.
+  bool applies_per_part = false;
   // Why it cannot run as configured, or "" when it can ("128x128 blocks only; asked for 64x64"):
   // apply() fails with this, and a donor refuses the plan up front with it.
   std::string unsupported;

@@ -62,6 +62,11 @@ struct LoadContext {
   const Key* key = nullptr;  // the disk key; null when this load must not be cached
   std::string ineligible;    // why it must not be cached (empty when it may)
   LoadReport& report;        // tiers time their stages into it (StageTimer)
+  // Where a tier may hand over host tensors before it answers, as it makes them (the ordinary
+  // tier does with a streaming loader): the load may prepare and upload them meanwhile. Its answer
+  // decides: what was put counts only when the served tensors are exactly those, in order. Null
+  // when the load does not take them.
+  TensorSink* ahead = nullptr;
 };
 
 // What a tier did with weights it was offered to keep (Tier::keep).
