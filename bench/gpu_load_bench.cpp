@@ -4,7 +4,9 @@
 // loads: cold (ordinary loader + publication), warm with the upload engine (layout conversions
 // written while staging, every chunk checked), the same without the checks, the same with the
 // conversions written on the host first, warm with the plain per-storage copy, and warm with
-// view-only post-load (which isolates the upload path). Every load
+// view-only post-load (which isolates the upload path). `ordinary-whole` is the load without a
+// cache with the demo's loader run whole: the upload after the loader, where `ordinary` uploads
+// each layer while the loader makes the next. Every load
 // runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
@@ -95,7 +97,8 @@ int measure(const Options& o) {
   auto store = Store::open(config);
   if (!store) return 1;
   Store* cache = store->get();
-  if (o.measure == "ordinary") cache = nullptr;
+  if (o.measure == "ordinary" || o.measure == "ordinary-whole") cache = nullptr;
+  if (o.measure == "ordinary-whole") plan = demo::with_whole_loader(std::move(plan));
   if (o.engine_set) plan.uploader = staged_uploader(o.engine);
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
   if (o.measure == "warm-view-only") plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
@@ -327,7 +330,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   if (wanted("cold")) rows.push_back(child("cold"));  // it publishes the entry the warm loads read
-  for (const char* what : {"ordinary", "warm", "warm-engine", "warm-unchecked", "warm-host-post-load", "warm-plain",
+  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-engine", "warm-unchecked", "warm-host-post-load", "warm-plain",
                            "warm-view-only"}) {
     if (std::string(what) == "warm-engine" && o.size_mib >= 64) continue;  // the default from 64 MiB
     if (wanted(what)) rows.push_back(child(what));

@@ -39,6 +39,7 @@ UploadAhead::~UploadAhead() { stop(/*drain=*/false); }
 void UploadAhead::release() {
   stop(/*drain=*/false);
   parts_.clear();
+  uploaded_storages_.clear();
 }
 
 void UploadAhead::stop(bool drain) {
@@ -81,6 +82,7 @@ void UploadAhead::work() {
     if (Status st = guarded([&] { return prepare_and_upload(std::move(tensors)); }); !st) {
       failed_ = st;
       parts_.clear();  // the device memory goes back now
+      uploaded_storages_.clear();
     }
   }
 }
@@ -103,7 +105,7 @@ Status UploadAhead::prepare_and_upload(NamedTensors tensors) {
   if (!host) return host.status();
   // A storage in two parts would be uploaded twice: tied weights would come apart.
   for (const HostStorage& s : host->storages)
-    if (!uploaded_storages_.insert(s.owner.unsafeGetStorageImpl()).second)
+    if (!uploaded_storages_.emplace(s.owner.unsafeGetStorageImpl(), s.owner).second)
       return Status(StatusCode::invalid_argument,
                     fmt::format("tensor '{}' shares its storage with a tensor of an earlier part",
                                 tensors[s.tensors.front()].first));
@@ -160,6 +162,7 @@ Result<Uploaded> UploadAhead::finish(const NamedTensors& served, LoadReport& rep
   const double tail = std::chrono::duration<double>(std::chrono::steady_clock::now() - waited).count();
   Status st = failed_;
   if (st) st = guarded([&] { return adds_up(served); });
+  uploaded_storages_.clear();
   if (!st) {
     parts_.clear();
     report.stages.push_back({"upload while loading", 0, 0, st.to_string()});

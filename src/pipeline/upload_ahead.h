@@ -18,7 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "snapcache/extend/uploader.h"
@@ -72,7 +72,9 @@ class UploadAhead final : public TensorSink {
 
   // The worker's until it is joined.
   std::vector<Part> parts_;
-  std::unordered_set<const c10::StorageImpl*> uploaded_storages_;
+  // The host storages each part uploaded, held so that no later storage can take the address of
+  // one freed after its part: a storage in two parts is found by its address.
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> uploaded_storages_;
   Status failed_;
   std::vector<StageTime> stages_;  // summed over the parts, by stage, in the order first seen
   std::vector<std::string> notes_;  // the parts' reasons (a fallback copy), each once

@@ -46,14 +46,6 @@ struct SmallModel {
   }
 };
 
-// The plan with the demo's loader run whole: a cold load takes the host path once, on everything
-// (the demo's own loader is a streaming one, uploaded part by part while it runs).
-LoadPlan whole(const LoadPlan& plan) {
-  LoadPlan out = plan;
-  out.ordinary_loader = [plan](const LoadPlan&) { return run_ordinary_loader(plan); };
-  return out;
-}
-
 bool has_stage(const LoadReport& report, std::string_view stage) {
   return std::any_of(report.stages.begin(), report.stages.end(), [&](const StageTime& s) { return s.stage == stage; });
 }
@@ -78,7 +70,7 @@ struct ConvertingModel {
     StagedUploadOptions on_host;
     on_host.convert_layouts = false;
     plan.uploader = staged_uploader(on_host);
-    auto loaded = load_model(nullptr, whole(plan));
+    auto loaded = load_model(nullptr, demo::with_whole_loader(plan));
     REQUIRE(loaded.is_ok());
     REQUIRE_FALSE(has_stage(loaded->report, "upload (after the loader)"));
     reference.emplace(std::move(*loaded));
@@ -114,7 +106,7 @@ TEST_CASE("on the GPU ordinary and cold and warm loads give bit-identical weight
   REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
   LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
   auto store = *Store::open(test::test_config(dir / "cache"));
-  auto ref = load_model(nullptr, whole(plan));
+  auto ref = load_model(nullptr, demo::with_whole_loader(plan));
   auto cold = load_model(store.get(), plan);
   auto warm = load_model(store.get(), plan);
   REQUIRE(ref.is_ok());

@@ -5,10 +5,12 @@
 #include <ATen/Functions.h>
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 
 #include "demo_fixture.h"
+#include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/maintenance.h"
@@ -27,13 +29,20 @@ std::string stage_error(const LoadReport& report, const std::string& stage) {
   return "(no stage " + stage + ")";
 }
 
-// The plain copy, counting its calls and telling a loader that waits for them (so each part is
-// uploaded on its own, whatever the threads' timing).
+// Copies every storage, as an upload to a device does (the host tensors may go once it returns),
+// counting its calls and telling a loader that waits for them (so each part is uploaded on its
+// own, whatever the threads' timing).
 class PacedUploader final : public Uploader {
  public:
   std::string name() const override { return "paced"; }
-  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device device) override {
-    auto uploaded = per_storage_uploader()->upload(tensors, storages, device);
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device) override {
+    std::vector<c10::Storage> copies;
+    for (const HostStorage& s : storages.storages) {
+      at::Tensor bytes = at::empty({static_cast<std::int64_t>(s.nbytes)}, at::kByte);
+      if (s.nbytes > 0) std::memcpy(bytes.data_ptr(), s.data, s.nbytes);
+      copies.push_back(bytes.storage());
+    }
+    Uploaded uploaded{views_over(tensors, storages, copies), 0};
     {
       std::lock_guard lock(mutex_);
       ++calls_;
@@ -56,13 +65,6 @@ class PacedUploader final : public Uploader {
   std::condition_variable changed_;
   int calls_ = 0;
 };
-
-// The demo's loader, all at once: the whole path's reference.
-LoadPlan whole(const LoadPlan& streaming) {
-  LoadPlan plan = streaming;
-  plan.ordinary_loader = [streaming](const LoadPlan&) { return run_ordinary_loader(streaming); };
-  return plan;
-}
 
 // The demo's tensors put `per_part` at a time; with `wait`, each part uploaded before the next is put.
 LoadPlan paced(const LoadPlan& demo, const std::shared_ptr<PacedUploader>& uploader, std::size_t per_part,
@@ -89,7 +91,7 @@ LoadPlan paced(const LoadPlan& demo, const std::shared_ptr<PacedUploader>& uploa
 TEST_CASE("a streaming loader's cold load uploads each part while the loader runs, as the whole path would",
           "[pipeline][streaming]") {
   test::DemoFixture f;
-  const auto reference = load_model(nullptr, whole(f.plan()));
+  const auto reference = load_model(nullptr, demo::with_whole_loader(f.plan()));
   REQUIRE(reference.is_ok());
   CHECK_FALSE(has_stage(reference->report, "upload (after the loader)"));
 
@@ -104,9 +106,7 @@ TEST_CASE("a streaming loader's cold load uploads each part while the loader run
   CHECK(has_stage(cold->report, "upload (after the loader)"));
   CHECK(has_stage(cold->report, "post-load"));
   CHECK(demo::identical(*cold, *reference));
-  // A CPU load hands out host tensors it publishes: it waited for the publication.
-  REQUIRE(cold->report.publish.has_value());
-  const PublicationReport published = *cold->report.publish;
+  const PublicationReport published = cold->publication.wait();  // in the background
   INFO(published.status.to_string());
   REQUIRE(published.status.is_ok());
 
@@ -127,7 +127,7 @@ TEST_CASE("a streaming loader's cold load uploads each part while the loader run
 
 TEST_CASE("parts that cannot stand for the whole: the load runs the whole path and says why", "[pipeline][streaming]") {
   test::DemoFixture f;
-  const auto reference = load_model(nullptr, whole(f.plan()));
+  const auto reference = load_model(nullptr, demo::with_whole_loader(f.plan()));
   REQUIRE(reference.is_ok());
   auto uploader = std::make_shared<PacedUploader>();
 

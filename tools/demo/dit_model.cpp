@@ -205,6 +205,11 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
   return plan;
 }
 
+LoadPlan with_whole_loader(LoadPlan plan) {
+  plan.ordinary_loader = [streaming = plan](const LoadPlan&) { return run_ordinary_loader(streaming); };
+  return plan;
+}
+
 at::Tensor forward(const DitConfig& c, const LoadedModel& m) {
   const std::int64_t h = c.hidden, heads = c.heads / c.tp_size, d = c.hidden / c.heads;
   const c10::Device device = m.weights.front().second.device();

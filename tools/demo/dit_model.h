@@ -26,9 +26,14 @@ std::uint64_t checkpoint_bytes(const DitConfig& config);
 // Writes the full (unsharded) checkpoint with deterministic contents, not from torch's RNG.
 Status write_checkpoint(const DitConfig& config, const std::string& path);
 
-// A load plan for rank config.tp_rank of config.tp_size: ordinary loader (safetensors + sharding +
-// QKV fusion), expected layout, post-load methods, precision policy, refresh hooks.
+// A load plan for rank config.tp_rank of config.tp_size: a streaming loader (safetensors + sharding
+// + QKV fusion, a layer at a time), expected layout, post-load methods, precision policy, refresh
+// hooks.
 LoadPlan make_plan(const DitConfig& config, const std::string& checkpoint_path, c10::Device device);
+
+// The plan with its loader run whole (an ordinary_loader over the streaming one): a cold load then
+// takes the host path once, after the loader, as a plan without a streaming loader does.
+LoadPlan with_whole_loader(LoadPlan plan);
 
 // The rank's share of a forward pass on a fixed input; deterministic for equal weights.
 at::Tensor forward(const DitConfig& config, const LoadedModel& model);
