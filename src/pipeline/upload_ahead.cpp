@@ -1,5 +1,7 @@
 #include "pipeline/upload_ahead.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -67,6 +69,13 @@ Status UploadAhead::put(NamedTensors tensors) {
 }
 
 void UploadAhead::work() {
+  // The loader comes first. A loader's torch operations run on every core (OpenMP), and a team
+  // waits for its slowest thread: on the GPU machine, uploading beside the demo's loader at normal
+  // priority made the loader 7x slower (docs/performance.md). So this thread, and the engine's
+  // workers it starts (threads inherit the policy), take only cores the loader leaves idle; once
+  // the loader returns, every core is idle.
+  sched_param none{};
+  (void)sched_setscheduler(0, SCHED_IDLE, &none);
   at::ThreadLocalStateGuard state(thread_state_);
   for (;;) {
     NamedTensors tensors;
