@@ -257,8 +257,9 @@ SNAPCACHE_API Status validate_precision(const NamedTensors& tensors, const Preci
 class SNAPCACHE_API TensorSink {
  public:
   virtual ~TensorSink();
-  // Takes the load's next tensors, in load order. Nothing may change them afterwards: a cold load
-  // may be uploading them while the loader makes the rest. A loader returns a failed Status.
+  // Takes the load's next tensors, in load order, from the thread that runs the loader (or one
+  // thread at a time). Nothing may change them afterwards: a cold load may be uploading them while
+  // the loader makes the rest. A loader returns a failed Status.
   virtual Status put(NamedTensors tensors) = 0;
 };
 
