@@ -54,10 +54,11 @@ class PacedUploader final : public Uploader {
     std::lock_guard lock(mutex_);
     return calls_;
   }
-  // Until `n` uploads have ended, or a while has passed (a part that never reaches the upload).
+  // Until `n` uploads have ended, or a minute has passed (a part that never reaches the upload).
+  // The upload runs at SCHED_IDLE, so on a machine busy with other tests it may wait for a core.
   void wait_for(int n) {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_ >= n; });
+    changed_.wait_for(lock, std::chrono::seconds(60), [&] { return calls_ >= n; });
   }
 
  private:
