@@ -71,7 +71,7 @@ Status UploadAhead::put(NamedTensors tensors) {
 void UploadAhead::work() {
   // The loader comes first. A loader's torch operations run on every core (OpenMP), and a team
   // waits for its slowest thread: on the GPU machine, uploading beside the demo's loader at normal
-  // priority made the loader 7x slower (docs/performance.md). So this thread, and the engine's
+  // priority made the loader 7-9x slower (docs/performance.md, eleventh session). So this thread, and the engine's
   // workers it starts (threads inherit the policy), take only cores the loader leaves idle; once
   // the loader returns, every core is idle.
   sched_param none{};

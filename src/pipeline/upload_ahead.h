@@ -26,8 +26,6 @@
 
 namespace snapcache::pipeline {
 
-class DeferredLayouts;
-
 class UploadAhead final : public TensorSink {
  public:
   // Null when the plan's load cannot go part by part: no streaming loader, or a post-load method
