@@ -220,7 +220,9 @@ class SNAPCACHE_API Publication {
   std::shared_future<PublicationReport> report_;
 };
 
-// Blocks until every background publication this process started has finished.
+// Blocks until every background publication this process started has finished, and the host
+// tensors of loads from the checkpoint, freed on a thread of their own once the weights are on the
+// device, are freed.
 SNAPCACHE_API void wait_for_publications();
 
 // The built-in post-load methods a plan lists (LoadPlan::post_load), and the precision policy.

@@ -124,8 +124,8 @@ void bind_report(py::module_& m) {
       .def("wait", &Publication::wait, py::call_guard<py::gil_scoped_release>(),
            "Blocks (without the GIL) until it finished; its outcome (`skipped` when none was started).");
   m.def("wait_for_publications", &wait_for_publications, py::call_guard<py::gil_scoped_release>(),
-        "Blocks until every background publication of this process has finished (the package does this "
-        "at exit).");
+        "Blocks until every background publication of this process has finished, and the host tensors of "
+        "loads from the checkpoint, freed in the background, are freed (the package does this at exit).");
 }
 
 void bind_loading(py::module_& m) {

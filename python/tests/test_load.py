@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import snapcache
-from conftest import clone_loader
+from conftest import clone_loader, run_python
 
 
 def test_cold_then_warm(plan, store, checkpoint):
@@ -175,6 +175,58 @@ def test_a_background_publication_can_be_waited_for(plan, store):
     # A CPU load waits for its publication itself; the handle then has nothing pending.
     assert not model.publication.pending
     snapcache.wait_for_publications()
+
+
+_FREED_OFF_THE_CALLERS_PATH = """
+import sys, threading, weakref
+import torch, snapcache
+
+path, = sys.argv[1:]
+weights = {"a.weight": torch.randn(256, 256)}
+main = threading.get_ident()
+
+
+def loader(plan):
+    made = {n: t.clone() for n, t in weights.items()}
+    # Runs on the thread that lets the last reference go; atexit=False: only that thread runs it.
+    done = weakref.finalize(made["a.weight"], lambda: print("freed", "by the caller" if threading.get_ident() == main
+                                                          else "off the caller's path", flush=True))
+    done.atexit = False
+    return made
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(256, 256, bias=False)
+
+
+# A device's load: "meta" keeps no bytes, so the library holds the loader's tensors' last references.
+plan = snapcache.LoadPlan(checkpoint_files=[path], component="m", source_identity="v1", dtype="float32",
+                          device="meta", ordinary_loader=loader)
+for last in (False, True):
+    with torch.device("meta"):
+        m = M()
+    snapcache.load_module(m, plan, store=None)
+    print("loaded", flush=True)
+    if not last:
+        snapcache.wait_for_publications()
+        print("waited", flush=True)
+# Exits without waiting: the package waits at exit, while Python still runs the finalizer.
+"""
+
+
+def test_a_load_from_the_checkpoint_frees_the_loaders_tensors_off_the_callers_path(tmp_path):
+    path = tmp_path / "w.safetensors"
+    snapcache.write_safetensors(path, {"a.weight": torch.zeros(256, 256)})
+    script = tmp_path / "freed.py"
+    script.write_text(_FREED_OFF_THE_CALLERS_PATH)
+    lines = run_python([str(script), str(path)], timeout=120).splitlines()
+    # The first load's tensors were freed by the time wait_for_publications returned, the second's
+    # before the process ended; each by a thread of the library's, under the GIL it took.
+    assert lines[:2] == ["loaded", "freed off the caller's path"] or lines[:2] == ["freed off the caller's path", "loaded"]
+    assert lines[2] == "waited"
+    assert sorted(lines[3:]) == ["freed off the caller's path", "loaded"]
 
 
 def test_the_gil_is_released_while_the_library_loads(tmp_path, store):

@@ -9,6 +9,7 @@
 #include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
+#include "pipeline/background_release.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 
@@ -134,6 +135,9 @@ PublicationReport publication_report(const PublishOutcome& outcome) {
   return report;
 }
 
-void wait_for_publications() { pipeline::Registry::instance().wait_all(); }
+void wait_for_publications() {
+  pipeline::Registry::instance().wait_all();
+  pipeline::wait_for_releases();
+}
 
 }  // namespace snapcache

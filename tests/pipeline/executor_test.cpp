@@ -8,7 +8,11 @@
 
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -654,4 +658,115 @@ TEST_CASE("every way a loader's output breaks the declared layout is named in on
   CHECK(why.find("2 problems with the layout") != std::string::npos);
   CHECK(why.find("tensor '" + changed.expected[0].name + "': dtype") != std::string::npos);
   CHECK(why.find("tensor '" + changed.expected[1].name + "': shape") != std::string::npos);
+}
+
+namespace {
+
+// An uploader that copies what it is given, storage by storage (tensors that share a host storage
+// share a copy), and keeps no host tensor: as on a device, the load is then the host tensors' last
+// owner.
+class CopyingUploader final : public Uploader {
+ public:
+  std::string name() const override { return "copying"; }
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages&, c10::Device) override {
+    std::map<const void*, c10::Storage> copies;
+    Uploaded out;
+    for (const auto& [name, t] : tensors) {
+      const c10::Storage& from = t.storage();
+      auto [it, fresh] = copies.try_emplace(from.unsafeGetStorageImpl());
+      if (fresh) {
+        at::Tensor bytes = at::empty({static_cast<std::int64_t>(from.nbytes())}, at::kByte);
+        std::memcpy(bytes.data_ptr(), from.data(), from.nbytes());
+        it->second = bytes.storage();
+      }
+      out.tensors.emplace_back(name, at::empty({0}, t.options()).set_(it->second, t.storage_offset(), t.sizes(),
+                                                                    t.strides()));
+    }
+    return out;
+  }
+};
+
+// Where a host tensor's bytes were freed, and a gate its freeing waits at, so the test sees whether
+// the load returned before they went.
+struct WatchedFree {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = false;   // the test lets the freeing go on
+  bool freed = false;  // its bytes are gone
+  std::thread::id by;  // the thread that freed them
+};
+
+// The first tensor of `tensors` whose storage no other tensor shares, moved into bytes of its own
+// whose freeing `watch` sees (and waits at its gate for at most ten seconds).
+void watch_a_tensor(NamedTensors& tensors, const std::shared_ptr<WatchedFree>& watch) {
+  std::map<const void*, int> users;
+  for (const auto& [_, t] : tensors) ++users[t.storage().unsafeGetStorageImpl()];
+  for (auto& [name, t] : tensors) {
+    if (users[t.storage().unsafeGetStorageImpl()] != 1 || !t.is_contiguous()) continue;
+    void* bytes = std::malloc(t.nbytes());
+    REQUIRE(bytes != nullptr);
+    std::memcpy(bytes, t.data_ptr(), t.nbytes());
+    t = at::from_blob(
+        bytes, t.sizes(),
+        [watch](void* p) {
+          std::unique_lock lock(watch->mutex);
+          watch->changed.wait_for(lock, std::chrono::seconds(10), [&] { return watch->open; });
+          std::free(p);
+          watch->freed = true;
+          watch->by = std::this_thread::get_id();
+          watch->changed.notify_all();
+        },
+        t.options());
+    return;
+  }
+  FAIL("no tensor has a storage of its own");
+}
+
+}  // namespace
+
+TEST_CASE("a load from the checkpoint returns before the loader's host tensors are freed, and the process "
+          "can wait for them",
+          "[executor]") {
+  test::DemoFixture f;
+  const bool streaming = GENERATE(false, true);
+  INFO((streaming ? "streaming loader" : "whole loader"));
+  auto watch = std::make_shared<WatchedFree>();
+  LoadPlan plan = demo::with_whole_loader(f.plan());
+  const auto whole = plan.ordinary_loader;
+  auto watched = [whole, watch](const LoadPlan& p) -> Result<NamedTensors> {
+    auto tensors = whole(p);
+    if (tensors) watch_a_tensor(*tensors, watch);
+    return tensors;
+  };
+  if (streaming) {
+    // The parts a streaming loader put are held by the upload while loading as well: they go too.
+    plan.ordinary_loader = nullptr;
+    plan.streaming_loader = [watched](const LoadPlan& p, TensorSink& sink) -> Status {
+      auto tensors = watched(p);
+      if (!tensors) return tensors.status();
+      return sink.put(std::move(*tensors));
+    };
+  } else {
+    plan.ordinary_loader = watched;
+  }
+  // A device's load (the copies stand in for it); a CPU load hands the host tensors out.
+  plan.device = c10::Device(c10::kCUDA, 0);
+  plan.uploader = std::make_shared<CopyingUploader>();
+  plan.refresh_hooks.clear();  // they would run on the device
+
+  auto loaded = load_model(nullptr, plan);
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->report.path == LoadPath::ineligible);
+  CHECK(has_stage(loaded->report, "upload (after the loader)") == streaming);
+  {
+    std::lock_guard lock(watch->mutex);
+    CHECK_FALSE(watch->freed);  // freed inline, the load would have waited ten seconds at the gate
+    watch->open = true;
+  }
+  watch->changed.notify_all();
+  wait_for_publications();
+  std::lock_guard lock(watch->mutex);
+  CHECK(watch->freed);
+  CHECK(watch->by != std::this_thread::get_id());
+  CHECK(demo::identical(loaded->weights, f.reference().weights));
 }
