@@ -12,8 +12,9 @@
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P] [--pin-ahead 0|1]
 //                            [--direct-share S] [--drop-cache 1]
-// --runs: each load R times (new processes), the best kept; --threads/--chunk-mib/--pinned-mib/--direct-share:
-// the engine's options (StagedUploadOptions) for every load that uses it, to measure one at a time.
+// --runs: each load R times (new processes), the best and the median printed;
+// --threads/--chunk-mib/--pinned-mib/--direct-share: the engine's options (StagedUploadOptions) for
+// every load that uses it, to measure one at a time.
 // --drop-cache 1: every file under the work directory (the checkpoint, the cache's entries) is
 // dropped from the page cache before each load (posix_fadvise DONTNEED after sync; the share of
 // the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
@@ -32,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -150,9 +152,17 @@ std::string capture(std::vector<std::string> args) {
 
 struct Row {
   std::string method;
-  double seconds = 0;
+  double seconds = 0;  // the best run
   std::uint64_t bytes = 0;
+  double median = 0;  // of the runs (the best when there was one)
 };
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // The bus: pinned host memory to the device, `bytes` in 1 GiB copies, best of three.
 double pinned_copy_seconds(std::uint64_t bytes) {
@@ -316,6 +326,7 @@ int main(int argc, char** argv) {
                                std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
                                fmt::format("{}", o.engine.direct_share), "--pin-ahead", o.engine.pin_ahead ? "1" : "0"});
     Row row{what};
+    std::vector<double> all;
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
       if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));
       const std::string out = capture(args);
@@ -325,7 +336,9 @@ int main(int argc, char** argv) {
       if (auto at = out.find("result "); at != std::string::npos)
         std::sscanf(out.c_str() + at, "result %lf %llu %31s", &seconds, &bytes, path);
       if (seconds > 0 && (row.seconds == 0 || seconds < row.seconds)) row.seconds = seconds, row.bytes = bytes;
+      if (seconds > 0) all.push_back(seconds);
     }
+    row.median = median_of(all);
     return row;
   };
   std::vector<Row> rows;
@@ -370,10 +383,11 @@ int main(int argc, char** argv) {
               o.drop_cache ? fmt::format("page cache dropped before each load ({:.1f}% of the pages resident after)",
                                          100 * still_resident).c_str()
                            : "page cache warm");
-  std::printf("%-36s %10s %10s %14s\n", "method", "seconds", "GB/s", "vs load_file");
+  std::printf("%-36s %10s %10s %10s %14s\n", "method", "seconds", "median", "GB/s", "vs load_file");
   for (const Row& r : rows) {
     const double rate = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0;
-    std::printf("%-36s %10.3f %10.2f %14s\n", r.method.c_str(), r.seconds, rate,
+    std::printf("%-36s %10.3f %10s %10.2f %14s\n", r.method.c_str(), r.seconds,
+                r.median > 0 ? fmt::format("{:.3f}", r.median).c_str() : "-", rate,
                 load_file > 0 && r.seconds > 0 ? fmt::format("{:.2f}x", load_file / r.seconds).c_str() : "-");
   }
   if (!o.json.empty()) {
@@ -382,7 +396,7 @@ int main(int argc, char** argv) {
         << ", \"page_cache\": \"" << (o.drop_cache ? "dropped" : "warm") << "\", \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i)
       out << (i ? ", " : "") << "{\"method\": \"" << rows[i].method << "\", \"seconds\": " << rows[i].seconds
-          << ", \"bytes\": " << rows[i].bytes << "}";
+          << ", \"median_seconds\": " << rows[i].median << ", \"bytes\": " << rows[i].bytes << "}";
     out << "]}\n";
   }
   return 0;
