@@ -165,7 +165,8 @@ struct LoadReport {
   SNAPCACHE_API std::string integrity() const;  // those two in words, "" when no file was read
   // On a hit, the served files' bytes that were not in the page cache when the tier served them,
   // so came from the disk (sampled: 1,024 pages of each file, in 64 runs spread over it). What a restart after a
-  // reboot or under memory pressure pays; page_cache() says it in words, with the upload's rate.
+  // reboot or under memory pressure pays; page_cache() says it in words, with the time of the
+  // stages that read it (read-ahead, upload) and the rate that makes.
   std::uint64_t bytes_from_disk = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
   double seconds = 0;

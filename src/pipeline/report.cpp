@@ -44,10 +44,21 @@ std::string LoadReport::integrity() const {
 
 std::string LoadReport::page_cache() const {
   if (bytes_from_disk == 0) return "";
-  std::string rate;
-  for (const auto& s : stages)
-    if (s.stage == "upload" && s.bytes > 0 && s.seconds > 0)
-      rate = fmt::format(" (the upload read {:.2f} GB/s)", static_cast<double>(s.bytes) / s.seconds / 1e9);
+  // The stages that read the entry's files. Their time, against the bytes they found on the disk
+  // only, is the rate the disk gave this load (at least: they also read what was in the page cache).
+  // The upload's own rate would count the bytes a read-ahead had just brought in as read from disk.
+  double reading = 0;
+  std::string during;
+  for (const char* stage : {"read-ahead", "upload"})
+    for (const auto& s : stages)
+      if (s.stage == stage && s.seconds > 0) {
+        reading += s.seconds;
+        during += fmt::format("{}the {}", during.empty() ? "" : " and ", stage);
+      }
+  const std::string rate =
+      reading > 0 ? fmt::format(" during {} ({:.2f} s, {:.2f} GB/s)", during, reading,
+                                static_cast<double>(bytes_from_disk) / reading / 1e9)
+                  : "";
   return fmt::format("{} of {} not in the page cache, read from the disk{}", format_size(bytes_from_disk),
                      format_size(bytes_checked + bytes_trusted), rate);
 }
