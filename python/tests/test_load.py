@@ -186,11 +186,16 @@ weights = {"a.weight": torch.randn(256, 256)}
 main = threading.get_ident()
 
 
+def say(line):  # one write per line: the library's thread may print between two of print()'s writes
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
+
 def loader(plan):
     made = {n: t.clone() for n, t in weights.items()}
     # Runs on the thread that lets the last reference go; atexit=False: only that thread runs it.
-    done = weakref.finalize(made["a.weight"], lambda: print("freed", "by the caller" if threading.get_ident() == main
-                                                          else "off the caller's path", flush=True))
+    done = weakref.finalize(made["a.weight"], lambda: say("freed by the caller" if threading.get_ident() == main
+                                                          else "freed off the caller's path"))
     done.atexit = False
     return made
 
@@ -208,10 +213,10 @@ for last in (False, True):
     with torch.device("meta"):
         m = M()
     snapcache.load_module(m, plan, store=None)
-    print("loaded", flush=True)
+    say("loaded")
     if not last:
         snapcache.wait_for_publications()
-        print("waited", flush=True)
+        say("waited")
 # Exits without waiting: the package waits at exit, while Python still runs the finalizer.
 """
 
