@@ -304,7 +304,8 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
 // was the caller's wait (the demo's fused QKV at 16 GiB: 227-383 ms on the GPU machine). Once the
 // weights are on the device nothing of them is needed (a publication holds its own references), so
 // they go on a thread of their own. A hit's host tensors lie in its snapshot, whose lease must go
-// when the load returns: they are dropped as the load returns, as are a failed load's.
+// when the load returns: they are dropped as the load returns, as are a failed load's. A CPU load
+// hands the host tensors themselves out, so dropping them frees nothing.
 void let_go_of_loader_output(const LoadPlan& plan, const Result<NamedTensors>& device, Result<TierAnswer>& served,
                              std::unique_ptr<pipeline::UploadAhead>& ahead) {
   if (!device || !served || served->provenance != Provenance::source || served->residence != Residence::host ||
