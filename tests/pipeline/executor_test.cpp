@@ -26,6 +26,7 @@
 #include "snapcache/maintenance.h"
 #include "snapcache/printable.h"
 #include "support/captured_stderr.h"
+#include "support/host_copies.h"
 
 using namespace snapcache;
 
@@ -670,27 +671,13 @@ TEST_CASE("every way a loader's output breaks the declared layout is named in on
 
 namespace {
 
-// An uploader that copies what it is given, storage by storage (tensors that share a host storage
-// share a copy), and keeps no host tensor: as on a device, the load is then the host tensors' last
-// owner.
+// An uploader onto host memory that keeps no host tensor (support/host_copies.h): as on a device,
+// the load is then the host tensors' last owner.
 class CopyingUploader final : public Uploader {
  public:
   std::string name() const override { return "copying"; }
-  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages&, c10::Device) override {
-    std::map<const void*, c10::Storage> copies;
-    Uploaded out;
-    for (const auto& [name, t] : tensors) {
-      const c10::Storage& from = t.storage();
-      auto [it, fresh] = copies.try_emplace(from.unsafeGetStorageImpl());
-      if (fresh) {
-        at::Tensor bytes = at::empty({static_cast<std::int64_t>(from.nbytes())}, at::kByte);
-        std::memcpy(bytes.data_ptr(), from.data(), from.nbytes());
-        it->second = bytes.storage();
-      }
-      out.tensors.emplace_back(name, at::empty({0}, t.options()).set_(it->second, t.storage_offset(), t.sizes(),
-                                                                    t.strides()));
-    }
-    return out;
+  Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device) override {
+    return test::host_copies(tensors, storages);
   }
 };
 

@@ -5,11 +5,11 @@
 #include <ATen/Functions.h>
 
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
 #include <mutex>
 
 #include "demo_fixture.h"
+#include "support/host_copies.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/uploader.h"
@@ -36,13 +36,7 @@ class PacedUploader final : public Uploader {
  public:
   std::string name() const override { return "paced"; }
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& storages, c10::Device) override {
-    std::vector<c10::Storage> copies;
-    for (const HostStorage& s : storages.storages) {
-      at::Tensor bytes = at::empty({static_cast<std::int64_t>(s.nbytes)}, at::kByte);
-      if (s.nbytes > 0) std::memcpy(bytes.data_ptr(), s.data, s.nbytes);
-      copies.push_back(bytes.storage());
-    }
-    Uploaded uploaded{views_over(tensors, storages, copies), 0};
+    Uploaded uploaded = test::host_copies(tensors, storages);
     {
       std::lock_guard lock(mutex_);
       ++calls_;
