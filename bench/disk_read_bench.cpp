@@ -23,10 +23,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
   // unit's read is rounded up to a page (the file's end cuts it short), and each worker's buffer
   // is aligned and a page longer than a unit.
   const int direct_fd = ::open(file->name().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
+  const int direct_errno = direct_fd < 0 ? errno : 0;
   const auto direct = [&](std::byte* out, std::uint64_t begin, std::uint64_t end) {
     constexpr std::uint64_t kPiece = 512ull << 10, kPage = 4096;
     auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(out) + kPage - 1) / kPage * kPage);
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
       if (ways[w] == "read_checked") ok = units(*file, threads, read_checked);
       if (ways[w] == "at_once") ok = units(*file, threads, at_once);
       if (ways[w] == "unchecked") ok = units(*file, threads, unchecked);
-      if (ways[w] == "direct" && direct_fd < 0) continue;  // a file system that refuses O_DIRECT
+      if (ways[w] == "direct" && direct_fd < 0) continue;  // e.g. a file system that refuses O_DIRECT
       if (ways[w] == "direct") ok = units(*file, threads, direct);
       if (ways[w] == "dd") {
         std::vector<std::byte> buffer(16ull << 20);
@@ -159,7 +162,7 @@ int main(int argc, char** argv) {
                         "512 KiB O_DIRECT preads, then checked"};
   for (std::size_t w = 0; w < ways.size(); ++w)
     if (best[w] < 1e30) fmt::print("  {:<13} {:8.3f} s  {:6.2f} GB/s  ({})\n", ways[w], best[w], bytes / best[w] / 1e9, what[w]);
-    else fmt::print("  {:<13} not measured: the file system refused O_DIRECT\n", ways[w]);
+    else fmt::print("  {:<13} not measured: opening the file with O_DIRECT failed ({})\n", ways[w], std::strerror(direct_errno));
   fmt::print("  ratio read_checked/at_once {:.2f} (above 1: reading at once is faster)\n", best[0] / best[1]);
   fmt::print("  ratio read_checked/unchecked {:.2f} (what checking every chunk costs)\n", best[0] / best[2]);
   if (best[4] < 1e30) fmt::print("  ratio read_checked/direct {:.2f} (above 1: O_DIRECT reads are faster)\n", best[0] / best[4]);
