@@ -8,9 +8,10 @@
 //   unchecked     the workers' units read as read_checked reads them, nothing hashed: what the
 //                 checks cost;
 //   dd            one thread of 16 MiB reads, nothing checked (the disk's sequential rate);
-//   direct        each unit in 512 KiB O_DIRECT preads, then its chunks checked: how
-//                 fastsafetensors reads (16 threads of 516 KiB O_DIRECT reads), with the checks;
-//                 the candidate for loads whose entry is not in the page cache.
+//   direct        StoredFile::read_checked_uncached, the engine's read of a unit the page cache
+//                 does not hold (StagedUploadOptions::read_uncached): each chunk in 512 KiB
+//                 O_DIRECT preads, each piece hashed as it arrives; fastsafetensors reads so (16
+//                 threads of 516 KiB O_DIRECT reads), without the checks.
 // Prints each way's best time and GB/s, and at_once against read_checked: the lead for loads with
 // the page cache dropped (docs/performance.md). --warm 1: the file stays in the page cache (read
 // once first), so the ways measure the CPU's side of a warm load's reads: copying out of the page
@@ -23,7 +24,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -117,21 +117,22 @@ int main(int argc, char** argv) {
       if (!file->read(out + (at - begin), at, std::min(kPiece, end - at)).is_ok()) return false;
     return true;
   };
-  // O_DIRECT needs aligned buffers, offsets and lengths: units start on chunk boundaries, a last
-  // unit's read is rounded up to a page (the file's end cuts it short), and each worker's buffer
-  // is aligned and a page longer than a unit.
-  const int direct_fd = ::open(file->name().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
-  const int direct_errno = direct_fd < 0 ? errno : 0;
+  // Reads around the page cache are aligned (kUncachedAlignment): each worker's buffer is a page
+  // longer than a unit, and the read starts at its first aligned byte.
   const auto direct = [&](std::byte* out, std::uint64_t begin, std::uint64_t end) {
-    constexpr std::uint64_t kPiece = 512ull << 10, kPage = 4096;
-    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(out) + kPage - 1) / kPage * kPage);
-    for (std::uint64_t at = begin; at < end; at += kPiece) {
-      const std::uint64_t want = (std::min(kPiece, end - at) + kPage - 1) / kPage * kPage;
-      const ssize_t got = ::pread(direct_fd, aligned + (at - begin), want, static_cast<off_t>(at));
-      if (got < 0 || static_cast<std::uint64_t>(got) < std::min(want, end - at)) return false;
-    }
-    return file->check(begin, end, aligned).is_ok();
+    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(out) + kUncachedAlignment - 1) /
+                                                 kUncachedAlignment * kUncachedAlignment);
+    return file->read_checked_uncached(aligned, begin, end).is_ok();
   };
+  // Whether this file system reads around the page cache at all: the first unit, once.
+  std::string direct_refused;
+  {
+    std::vector<std::byte> probe(std::min(kUnit, file->size()) + 2 * kUncachedAlignment);
+    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(probe.data()) + kUncachedAlignment - 1) /
+                                                 kUncachedAlignment * kUncachedAlignment);
+    const Status st = file->read_checked_uncached(aligned, 0, std::min(file->chunk_bytes(), file->size()));
+    if (!st) direct_refused = st.to_string();
+  }
   const std::vector<std::string> ways = {"read_checked", "at_once", "unchecked", "dd", "direct"};
   if (warm && !units(*file, threads, unchecked)) return 1;  // every page in the page cache
   std::vector<double> best(ways.size(), 1e30);
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
       if (ways[w] == "read_checked") ok = units(*file, threads, read_checked);
       if (ways[w] == "at_once") ok = units(*file, threads, at_once);
       if (ways[w] == "unchecked") ok = units(*file, threads, unchecked);
-      if (ways[w] == "direct" && direct_fd < 0) continue;  // e.g. a file system that refuses O_DIRECT
+      if (ways[w] == "direct" && !direct_refused.empty()) continue;  // e.g. a file system without O_DIRECT
       if (ways[w] == "direct") ok = units(*file, threads, direct);
       if (ways[w] == "dd") {
         std::vector<std::byte> buffer(16ull << 20);
@@ -159,13 +160,12 @@ int main(int argc, char** argv) {
              warm ? "in the page cache" : "the page cache dropped before each read", threads, repeat);
   const char* what[] = {"512 KiB preads, each piece hashed", "each unit in one pread, then checked",
                         "512 KiB preads, nothing hashed", "one thread, 16 MiB reads, unchecked",
-                        "512 KiB O_DIRECT preads, then checked"};
+                        "512 KiB O_DIRECT preads, each piece hashed"};
   for (std::size_t w = 0; w < ways.size(); ++w)
     if (best[w] < 1e30) fmt::print("  {:<13} {:8.3f} s  {:6.2f} GB/s  ({})\n", ways[w], best[w], bytes / best[w] / 1e9, what[w]);
-    else fmt::print("  {:<13} not measured: opening the file with O_DIRECT failed ({})\n", ways[w], std::strerror(direct_errno));
+    else fmt::print("  {:<13} not measured: {}\n", ways[w], direct_refused);
   fmt::print("  ratio read_checked/at_once {:.2f} (above 1: reading at once is faster)\n", best[0] / best[1]);
   fmt::print("  ratio read_checked/unchecked {:.2f} (what checking every chunk costs)\n", best[0] / best[2]);
   if (best[4] < 1e30) fmt::print("  ratio read_checked/direct {:.2f} (above 1: O_DIRECT reads are faster)\n", best[0] / best[4]);
-  if (direct_fd >= 0) ::close(direct_fd);
   return 0;
 }

@@ -4,7 +4,9 @@
 // loads: cold (ordinary loader + publication), warm with the upload engine (layout conversions
 // written while staging, every chunk checked), the same without the checks, the same with the
 // conversions written on the host first, warm with the plain per-storage copy, and warm with
-// view-only post-load (which isolates the upload path). `ordinary-whole` is the load without a
+// view-only post-load (which isolates the upload path); `warm-uncached` and `warm-view-only-uncached`
+// are those two with the engine reading what the page cache does not hold around it
+// (StagedUploadOptions::read_uncached; with --drop-cache 1, all of it). `ordinary-whole` is the load without a
 // cache with the demo's loader run whole: the upload after the loader, where `ordinary` uploads
 // each layer while the loader makes the next. Every load
 // runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
@@ -104,11 +106,13 @@ int measure(const Options& o) {
   if (o.measure == "ordinary-whole") plan = demo::with_whole_loader(std::move(plan));
   if (o.engine_set) plan.uploader = staged_uploader(o.engine);
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
-  if (o.measure == "warm-view-only") plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
+  if (o.measure == "warm-view-only" || o.measure == "warm-view-only-uncached")
+    plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
   if (o.measure == "warm-engine") plan.uploader = staged_uploader();  // the default only from 64 MiB on
   StagedUploadOptions variant = o.engine;
   if (o.measure == "warm-unchecked") variant.check_files = false, plan.uploader = staged_uploader(variant);
   if (o.measure == "warm-host-post-load") variant.convert_layouts = false, plan.uploader = staged_uploader(variant);
+  if (o.measure.ends_with("-uncached")) variant.read_uncached = true, plan.uploader = staged_uploader(variant);
   // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
   (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA));
   const auto t0 = Clock::now();
@@ -352,8 +356,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   if (wanted("cold")) rows.push_back(child("cold"));  // it publishes the entry the warm loads read
-  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-engine", "warm-unchecked", "warm-host-post-load", "warm-plain",
-                           "warm-view-only"}) {
+  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-uncached", "warm-engine", "warm-unchecked",
+                           "warm-host-post-load", "warm-plain", "warm-view-only", "warm-view-only-uncached"}) {
     if (std::string(what) == "warm-engine" && o.size_mib >= 64) continue;  // the default from 64 MiB
     if (wanted(what)) rows.push_back(child(what));
   }

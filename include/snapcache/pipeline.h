@@ -168,6 +168,9 @@ struct LoadReport {
   // reboot or under memory pressure pays; page_cache() says it in words, with the time of the
   // stages that read it (read-ahead, upload) and the rate that makes.
   std::uint64_t bytes_from_disk = 0;
+  // Of the bytes the upload read and checked, those it read around the page cache, straight from
+  // the disk (StagedUploadOptions::read_uncached).
+  std::uint64_t bytes_read_uncached = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line

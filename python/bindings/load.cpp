@@ -110,6 +110,9 @@ void bind_report(py::module_& m) {
       .def_readonly("bytes_from_disk", &LoadReport::bytes_from_disk,
                     "On a hit, the stored bytes not in the page cache when the tier served them (sampled): read "
                     "from the disk.")
+      .def_readonly("bytes_read_uncached", &LoadReport::bytes_read_uncached,
+                    "Of the bytes the upload checked, those read around the page cache (O_DIRECT), straight from "
+                    "the disk.")
       .def_readonly("seconds", &LoadReport::seconds)
       .def("integrity", &LoadReport::integrity, "bytes_checked and bytes_trusted in words.")
       .def("page_cache", &LoadReport::page_cache,

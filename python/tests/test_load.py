@@ -27,6 +27,7 @@ def test_cold_then_warm(plan, store, checkpoint):
     assert warm.report.tiers[0].outcome is snapcache.TierOutcome.served
     # The publication left every byte in the page cache: nothing came from the disk.
     assert warm.report.bytes_from_disk == 0 and warm.report.page_cache() == ""
+    assert warm.report.bytes_read_uncached == 0  # only the GPU engine reads around the page cache
     assert list(warm.weights) == list(cold.weights) and set(warm.weights) == set(tensors)
     for name, t in tensors.items():
         assert torch.equal(warm.weights[name], t) and torch.equal(cold.weights[name], t)

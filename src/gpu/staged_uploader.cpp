@@ -17,6 +17,11 @@
 // unregisters the pages once the bus is done. A unit's copies never span two registrations (the
 // driver refuses that), and units served so never share a page. Measured in a whole load, the
 // registrations cost more than the reads they save (docs/performance.md), hence off.
+//
+// Reads around the page cache (off by default, StagedUploadOptions::read_uncached): a unit of a
+// snapshot file the page cache does not hold is read with O_DIRECT straight into the pinned buffer,
+// in the pieces read_checked reads and hashes, so the disk's bytes cross host memory once and the
+// disk sees a worker's 512 KiB reads, as fastsafetensors reads a checkpoint.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -135,20 +140,22 @@ class Profile {
     copies_ += copies;
     transposes_ += transposes;
   }
+  void read_uncached(std::uint64_t bytes) { uncached_ += bytes; }
+  std::uint64_t bytes_read_uncached() const { return uncached_.load(); }
   std::string describe(std::size_t workers, std::uint64_t bytes, Clock::time_point began) const {
     const double wall = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     auto mean = [&](Part p) { return static_cast<double>(ns_[p].load()) / 1e6 / static_cast<double>(workers); };
     return fmt::format(
-        "upload engine: {} bytes in {:.1f} ms by {} workers, {} units, {} copies, {} transposes; per worker: "
-        "starting {:.1f} ms, pinning {:.1f} ms, reading, checking and queueing {:.1f} ms, waiting for the bus "
-        "{:.1f} ms, draining {:.1f} ms",
-        bytes, wall, workers, units_.load(), copies_.load(), transposes_.load(), mean(starting), mean(pinning),
-        mean(staging), mean(waiting), mean(draining));
+        "upload engine: {} bytes in {:.1f} ms by {} workers, {} units, {} copies, {} transposes, {} bytes read "
+        "around the page cache; per worker: starting {:.1f} ms, pinning {:.1f} ms, reading, checking and queueing "
+        "{:.1f} ms, waiting for the bus {:.1f} ms, draining {:.1f} ms",
+        bytes, wall, workers, units_.load(), copies_.load(), transposes_.load(), uncached_.load(), mean(starting),
+        mean(pinning), mean(staging), mean(waiting), mean(draining));
   }
 
  private:
   std::array<std::atomic<std::int64_t>, kParts> ns_{};
-  std::atomic<std::uint64_t> units_{0}, copies_{0}, transposes_{0};
+  std::atomic<std::uint64_t> units_{0}, copies_{0}, transposes_{0}, uncached_{0};
 };
 
 // A worker's CUDA objects, released however the worker ends.
@@ -274,9 +281,11 @@ class StagedUploader final : public Uploader {
     if (!arena)
       return arena.status().with_context("device allocation of " + std::to_string(plan->destination_bytes) + " bytes");
     const double arena_ms = std::chrono::duration<double, std::milli>(Profile::Clock::now() - allocating).count();
-    SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device, arena_ms));
+    auto read_uncached = run(*plan, static_cast<std::byte*>(arena->data_ptr()), device, arena_ms);
+    if (!read_uncached) return read_uncached.status();
     return guarded([&]() -> Result<Uploaded> {
-      return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked};
+      return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked,
+                      *read_uncached};
     });
   }
 
@@ -300,8 +309,9 @@ class StagedUploader final : public Uploader {
     return pool;
   }
 
-  Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device, double arena_ms) {
-    if (plan.units.empty()) return Status::ok();
+  // Runs the plan's units into `arena`; returns the bytes read around the page cache.
+  Result<std::uint64_t> run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device, double arena_ms) {
+    if (plan.units.empty()) return std::uint64_t{0};
     const Profile::Clock::time_point began = Profile::Clock::now();
     Profile profile;
     expected_buffer_bytes_ = plan.buffer_bytes;  // what the next load's expect() pins
@@ -334,6 +344,8 @@ class StagedUploader final : public Uploader {
     std::vector<std::optional<MappedRegion>> mapped(plan.sources.size());
     const std::vector<bool> direct = direct_units(plan, mapped);
     std::atomic<bool> direct_refused{false};
+    const gpu::FileRead file_read =
+        options_.read_uncached ? gpu::FileRead::uncached_where_not_cached : gpu::FileRead::page_cache;
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> worker_ids{0};
     FirstError error;
@@ -413,7 +425,9 @@ class StagedUploader final : public Uploader {
           in_flight[slot] = false;
         }
         mark = profile.add(Profile::waiting, mark);
-        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink);
+        bool uncached = false;
+        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink, file_read, &uncached);
+        if (uncached) profile.read_uncached(unit.end - unit.begin);
         // Recorded even after a failure: the copies issued before it still read the buffer.
         Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
         in_flight[slot] = sent.is_ok();
@@ -441,7 +455,8 @@ class StagedUploader final : public Uploader {
                                fmt::format("; before them: the device allocation {:.1f} ms; staging buffers pinned "
                                            "before the upload: {}, during it: {}",
                                            arena_ms, pinned_before, pool->pinned() - pinned_before));
-    return error.status();
+    if (Status st = error.status(); !st) return st;
+    return profile.bytes_read_uncached();
   }
 
   // The direct path's units (gpu::choose_direct_units), each of their files mapped; a unit whose

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "util/align.h"
 #include "util/fmt.h"
@@ -210,13 +211,42 @@ Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, 
 
 }  // namespace
 
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
+bool readable_uncached(const StagingPlan& plan, const StagingPlan::Unit& unit) {
   const Plan::Source& src = plan.sources[unit.source];
+  return src.memory == nullptr && src.checked && unit.begin % kUncachedAlignment == 0 &&
+         align_up(unit.end - unit.begin, kUncachedAlignment) <= plan.buffer_bytes;
+}
+
+namespace {
+
+// Reads a checked file's unit around the page cache where `how` asks and the unit is mostly not
+// there; false when it was not (not asked, in the page cache, or refused), and nothing to read.
+Result<bool> read_uncached_where_not_cached(const Plan& plan, const Plan::Unit& unit, std::byte* read, FileRead how) {
+  if (how != FileRead::uncached_where_not_cached || !readable_uncached(plan, unit)) return false;
+  const StoredFile& file = *plan.sources[unit.source].file;
+  const std::optional<double> resident = file.resident_share(unit.begin, unit.end);
+  if (!resident || *resident >= kUncachedBelow) return false;
+  Status st = file.read_checked_uncached(read, unit.begin, unit.end);
+  // Refused: a file system without O_DIRECT (the file logs why, once) or a buffer off the alignment.
+  if (st.code() == StatusCode::unsupported) return false;
+  if (!st) return st;
+  return true;
+}
+
+}  // namespace
+
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink,
+                  FileRead how, bool* read_uncached) {
+  const Plan::Source& src = plan.sources[unit.source];
+  if (read_uncached != nullptr) *read_uncached = false;
   if (src.memory == nullptr) {
     // The unit's chunks, each checked on the way (unless trusted); then the tail of the last
     // matrix row begun here, which the next unit checks (plan_staging).
     const std::uint64_t checked_end = src.checked ? unit.end : unit.begin;
-    if (src.checked) SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
+    auto uncached = read_uncached_where_not_cached(plan, unit, read, how);
+    if (!uncached) return uncached.status();
+    if (read_uncached != nullptr) *read_uncached = *uncached;
+    if (src.checked && !*uncached) SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
     if (unit.read_end > checked_end)
       SNAPCACHE_RETURN_IF_ERROR(
           src.file->read(read + (checked_end - unit.begin), checked_end, unit.read_end - checked_end));

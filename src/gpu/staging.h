@@ -95,10 +95,26 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
 bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit);
 bool converts(const StagingPlan& plan);
 
+// How a unit of a checked stored file is read: through the page cache, or around it
+// (StoredFile::read_checked_uncached) when less than kUncachedBelow of the unit is in the page
+// cache now (O_DIRECT takes every byte from the disk, cached or not).
+enum class FileRead { page_cache, uncached_where_not_cached };
+inline constexpr double kUncachedBelow = 0.5;
+
+// Whether a unit can be read around the page cache into a staging buffer of the plan's size,
+// aligned to kUncachedAlignment: a checked file's unit that starts on the alignment and whose
+// rounded-up length fits the buffer.
+bool readable_uncached(const StagingPlan& plan, const StagingPlan::Unit& unit);
+
 // Runs one unit with one staging buffer of the plan's `buffer_bytes`, which receives the source
 // bytes and must stay untouched until the sink's copies of them complete. Returns damaged, naming
-// the file and chunk, when a chunk's checksum differs from its manifest's.
-Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink);
+// the file and chunk, when a chunk's checksum differs from its manifest's. With
+// FileRead::uncached_where_not_cached and a buffer aligned to kUncachedAlignment, a unit
+// readable_uncached and mostly not in the page cache is read around it, and `read_uncached` (when
+// given) says so; where the file refuses that (a file system without O_DIRECT), the unit is read
+// through the page cache.
+Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink,
+                  FileRead how = FileRead::page_cache, bool* read_uncached = nullptr);
 
 // The bytes of a file's unit served where they lie, in a mapping of the file (the engine's direct
 // path: the page cache registered with the driver, no host copy). Only units that read nothing

@@ -296,6 +296,7 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
     const std::uint64_t stored = stored_file_bytes(served.storages);
     report.bytes_trusted = stored > device->bytes_checked ? stored - device->bytes_checked : 0;
     report.bytes_from_disk = from_disk;
+    report.bytes_read_uncached = device->bytes_read_uncached;
   }
   return handed_out(load, served, std::move(*device));
 }

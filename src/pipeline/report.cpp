@@ -59,8 +59,10 @@ std::string LoadReport::page_cache() const {
       reading > 0 ? fmt::format(" during {} ({:.2f} s, {:.2f} GB/s)", during, reading,
                                 static_cast<double>(bytes_from_disk) / reading / 1e9)
                   : "";
-  return fmt::format("{} of {} not in the page cache, read from the disk{}", format_size(bytes_from_disk),
-                     format_size(bytes_checked + bytes_trusted), rate);
+  const std::string around =
+      bytes_read_uncached > 0 ? fmt::format(" ({} of it around the page cache)", format_size(bytes_read_uncached)) : "";
+  return fmt::format("{} of {} not in the page cache, read from the disk{}{}", format_size(bytes_from_disk),
+                     format_size(bytes_checked + bytes_trusted), around, rate);
 }
 
 std::string LoadReport::summary() const {

@@ -183,6 +183,7 @@ Result<Uploaded> UploadAhead::finish(const NamedTensors& served, LoadReport& rep
     all.tensors.insert(all.tensors.end(), std::make_move_iterator(part.device.tensors.begin()),
                        std::make_move_iterator(part.device.tensors.end()));
     all.bytes_checked += part.device.bytes_checked;
+    all.bytes_read_uncached += part.device.bytes_read_uncached;
   }
   parts_.clear();
   // The parts' stages, under the names the whole path gives them, ran while the loader ran; the

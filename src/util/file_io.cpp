@@ -11,6 +11,7 @@
 
 #include "snapcache/extend/file_system.h"
 #include "snapcache/text.h"
+#include "util/align.h"
 #include "util/atomic_file.h"
 #include "util/fmt.h"
 
@@ -39,6 +40,27 @@ Status read_all(FileSystem& fs, int fd, void* data, std::size_t size, std::uint6
     p += *n;
     size -= *n;
     offset += *n;
+  }
+  return Status::ok();
+}
+
+Status read_all_uncached(FileSystem& fs, int fd, void* data, std::size_t size, std::uint64_t offset) {
+  auto* p = static_cast<std::byte*>(data);
+  if (reinterpret_cast<std::uintptr_t>(p) % kUncachedAlignment != 0 || offset % kUncachedAlignment != 0)
+    return Status(StatusCode::unsupported,
+                  fmt::format("a read around the page cache must start on {} bytes", kUncachedAlignment));
+  const std::size_t rounded = util::align_up(size, kUncachedAlignment);
+  for (std::size_t done = 0; done < size;) {
+    // Each read starts where the last ended, on the alignment unless the file ended there.
+    if (done % kUncachedAlignment != 0) return Status(StatusCode::damaged, "file ends early");
+    auto n = fs.pread(fd, p + done, rounded - done, offset + done);
+    if (!n) {
+      if (n.status().sys_errno() == EINVAL)
+        return Status(StatusCode::unsupported, "the disk refused a read around the page cache of this alignment", EINVAL);
+      return n.status();
+    }
+    if (*n == 0) return Status(StatusCode::damaged, "file ends early");
+    done += *n;
   }
   return Status::ok();
 }

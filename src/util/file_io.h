@@ -15,6 +15,11 @@ namespace snapcache {
 Status write_all(FileSystem& fs, int fd, const void* data, std::size_t size, std::uint64_t offset);
 // A file that ends before `size` bytes is damaged.
 Status read_all(FileSystem& fs, int fd, void* data, std::size_t size, std::uint64_t offset);
+// read_all through a descriptor from FileSystem::reopen_uncached: `data` and `offset` aligned to
+// kUncachedAlignment, and room at `data` for `size` rounded up to it (the read reaches past the
+// end of the file and comes back short there). A read the file system refuses for its alignment
+// (EINVAL) is unsupported; a file that ends before `size` bytes is damaged.
+Status read_all_uncached(FileSystem& fs, int fd, void* data, std::size_t size, std::uint64_t offset);
 
 // Opening a file inside the cache, the one way: a symlink is never followed, a FIFO or device is
 // refused without blocking, and only a regular file is opened (all StatusCode::foreign, with the

@@ -45,5 +45,6 @@ Result<MappedRegion> FileSystemWrapper::map(int fd, std::size_t size, MapMode mo
 }
 Status FileSystemWrapper::lock(int fd, LockMode mode, LockWait wait) { return target_->lock(fd, mode, wait); }
 Status FileSystemWrapper::touch(int fd) { return target_->touch(fd); }
+Result<UniqueFd> FileSystemWrapper::reopen_uncached(int fd) { return target_->reopen_uncached(fd); }
 
 }  // namespace snapcache

@@ -286,9 +286,38 @@ class PosixFileSystem final : public FileSystem {
     if (::futimens(fd, nullptr) != 0) return Status::from_errno(errno, "touch");
     return Status::ok();
   }
+
+  Result<UniqueFd> reopen_uncached(int fd) override {
+    struct stat before {};
+    if (::fstat(fd, &before) != 0) return Status::from_errno(errno, "fstat");
+    if (!S_ISREG(before.st_mode)) return Status(StatusCode::foreign, std::string("a descriptor of ") + kind_of(before.st_mode) + " cannot be read around the page cache");
+    // The process's own link to the open file: what `fd` is, whatever its path names now.
+    // O_NONBLOCK: should `fd` be closed and its number taken by a FIFO meanwhile, the open must not
+    // wait for a writer (the identity check then refuses it).
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    const int direct = ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_DIRECT);
+    if (direct < 0) {
+      if (errno == EINVAL)
+        return Status(StatusCode::unsupported, "the file system does not read around the page cache (O_DIRECT)", EINVAL);
+      return Status::from_errno(errno, "reopening a file around the page cache (" + self + ")");
+    }
+    UniqueFd guard(direct);
+    struct stat after {};
+    if (::fstat(direct, &after) != 0) return Status::from_errno(errno, "fstat " + self);
+    if (!S_ISREG(after.st_mode) || after.st_dev != before.st_dev || after.st_ino != before.st_ino)
+      return Status(StatusCode::foreign, self + " is no longer the file it was opened as");
+    const int status_flags = ::fcntl(direct, F_GETFL);
+    if (status_flags < 0 || ::fcntl(direct, F_SETFL, status_flags & ~O_NONBLOCK) != 0)
+      return Status::from_errno(errno, "fcntl " + self);
+    return guard;
+  }
 };
 
 }  // namespace
+
+Result<UniqueFd> FileSystem::reopen_uncached(int) {
+  return Status(StatusCode::unsupported, "this file system does not read around the page cache");
+}
 
 std::shared_ptr<FileSystem> posix_file_system() {
   static std::shared_ptr<FileSystem> fs = std::make_shared<PosixFileSystem>();

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -24,6 +25,7 @@
 #include "support/catch.h"
 #include "support/fault_injection.h"
 #include "support/fixtures.h"
+#include "support/page_cache.h"
 #include "support/temp_dir.h"
 
 using namespace snapcache;
@@ -585,6 +587,61 @@ TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow 
     CHECK(demo::identical(*m.reference, *warm));
     CHECK(demo::identical(demo::forward(m.config, *m.reference), demo::forward(m.config, *warm)));
   }
+}
+
+TEST_CASE("the engine reads an entry off the page cache around it, exactly, and through it where O_DIRECT is refused",
+          "[gpu][uncached]") {
+  ConvertingModel m;  // conversions pending: units read around the page cache are transposed on the device too
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = m.published_store(fs);
+  LoadPlan plan = m.plan;
+  StagedUploadOptions options;
+  options.read_uncached = true;
+  options.chunk_bytes = std::uint64_t{16} << 20;  // a checksum chunk (8 MiB) a unit: many units per worker
+  plan.uploader = staged_uploader(options);
+  const std::vector<std::filesystem::path> files = test::data_files_under(m.dir / "cache");
+  REQUIRE_FALSE(files.empty());
+  auto drop_all = [&] {
+    double most = 0;
+    for (const auto& f : files) most = std::max(most, test::drop_from_page_cache(f, 0, 0));
+    return most;
+  };
+  if (drop_all() > 0.25 || !test::reads_around_page_cache(files[0])) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
+    return;
+  }
+  const at::Tensor out = demo::forward(m.config, *m.reference);
+
+  auto dropped = load_model(store.get(), plan);
+  REQUIRE(dropped.is_ok());
+  REQUIRE(dropped->report.path == LoadPath::hit);
+  CHECK_FALSE(fell_back(*dropped));
+  INFO(dropped->report.summary());
+  CHECK(dropped->report.bytes_read_uncached > 0);
+  CHECK(dropped->report.bytes_trusted == 0);
+  CHECK(dropped->report.page_cache().find(" of it around the page cache) ") != std::string::npos);
+  CHECK(demo::identical(*m.reference, *dropped));
+  CHECK(demo::identical(out, demo::forward(m.config, *dropped)));
+
+  // In the page cache: read through it.
+  for (const auto& f : files) REQUIRE(test::read_into_page_cache(f) > 0.75);
+  auto cached = load_model(store.get(), plan);
+  REQUIRE(cached.is_ok());
+  CHECK(cached->report.bytes_read_uncached == 0);
+  CHECK(demo::identical(*m.reference, *cached));
+
+  // The file system refuses O_DIRECT: every unit through the page cache, nothing falls back.
+  REQUIRE(drop_all() < 0.25);
+  fs->reset_counters();
+  fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
+  auto refused = load_model(store.get(), plan);
+  CHECK(fs->faults_fired() >= 1);
+  fs->clear_faults();
+  REQUIRE(refused.is_ok());
+  CHECK(refused->report.path == LoadPath::hit);
+  CHECK_FALSE(fell_back(*refused));
+  CHECK(refused->report.bytes_read_uncached == 0);
+  CHECK(demo::identical(*m.reference, *refused));
 }
 
 TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map is read into the buffers",

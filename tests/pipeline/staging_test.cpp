@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -19,6 +21,7 @@
 #include "gpu/pinned_pool.h"
 #include "gpu/staging.h"
 #include "support/host_staging.h"
+#include "support/page_cache.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
@@ -32,12 +35,16 @@
 #include "snapcache/text.h"
 #include "support/fault_injection.h"
 #include "support/rotten_file.h"
+#include "util/align.h"
 #include "util/hash.h"
 
 using namespace snapcache;
 using test::HostSink;
 using test::HostStagingUploader;
+using test::drop_from_page_cache;
 using test::kBufferBytes;
+using test::read_into_page_cache;
+using test::resident_share_of;
 
 namespace {
 
@@ -107,6 +114,15 @@ struct StagingFixture : test::DemoFixture {
     LoadPlan p = plan();
     p.uploader = std::move(uploader);
     return p;
+  }
+  // Loads `p` cold into `store`, waits for its publication, and returns the entry's one data file.
+  std::filesystem::path publish(Store& store, const LoadPlan& p) const {
+    auto cold = load_model(&store, p);
+    REQUIRE(cold.is_ok());
+    REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
+    const std::vector<std::filesystem::path> files = test::data_files_under(dir / "cache");
+    REQUIRE(files.size() == 1);
+    return files[0];
   }
   NamedTensors reference_weights() const {
     auto m = load_model(nullptr, plan());
@@ -178,45 +194,11 @@ TEST_CASE("units served in place from a shared mapping of the data file give the
   }
 }
 
-namespace {
-
-// The cache's data files under `dir` (every entry's).
-std::vector<std::filesystem::path> data_files_under(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename().string().starts_with("data-")) files.push_back(e.path());
-  return files;
-}
-
-// Drops [from, from + bytes) of `path` (bytes 0: to its end) from the page cache; returns the
-// share of the file still resident, asked of the kernel for every page (not sampled).
-double drop_from_page_cache(const std::filesystem::path& path, std::uint64_t from, std::uint64_t bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED) == 0);
-  const std::size_t size = std::filesystem::file_size(path);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  REQUIRE(map != MAP_FAILED);
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in_core((size + page - 1) / page);
-  REQUIRE(::mincore(map, size, in_core.data()) == 0);
-  ::munmap(map, size);
-  return static_cast<double>(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; })) /
-         static_cast<double>(in_core.size());
-}
-
-}  // namespace
-
 TEST_CASE("a load says how much of its entry was not in the page cache and came from the disk", "[staging][disk]") {
   StagingFixture f;
   auto store = f.store();
-  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
-  REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
-  const std::vector<std::filesystem::path> files = data_files_under(f.dir / "cache");
-  REQUIRE(files.size() == 1);
+  const std::vector<std::filesystem::path> files{
+      f.publish(*store, f.plan_with(std::make_shared<HostStagingUploader>()))};
   const std::uint64_t size = std::filesystem::file_size(files[0]);
   REQUIRE(size > (8u << 20));  // enough pages that a sample of 1024 stands for a half
 
@@ -315,11 +297,7 @@ TEST_CASE("with the entry off the page cache the tensors the post-load methods r
   auto residency = std::make_shared<ResidencyMethod>(true);
   LoadPlan p = f.plan_with(std::make_shared<HostStagingUploader>());
   p.post_load.push_back(residency);
-  auto cold = load_model(store.get(), p);
-  REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
-  const std::vector<std::filesystem::path> files = data_files_under(f.dir / "cache");
-  REQUIRE(files.size() == 1);
+  const std::vector<std::filesystem::path> files{f.publish(*store, p)};
   const std::uint64_t size = std::filesystem::file_size(files[0]);
 
   // In the page cache: nothing read ahead.
@@ -456,8 +434,9 @@ struct PublishedMatrices {
   LookupOutcome hit;
   NamedTensors mapped;
   HostStorages served;
-  explicit PublishedMatrices(const NamedTensors& matrices, int key_seed)
-      : store(*Store::open(test::test_config(dir / "cache"))) {
+  explicit PublishedMatrices(const NamedTensors& matrices, int key_seed,
+                             std::shared_ptr<FileSystem> fs = posix_file_system())
+      : store(*Store::open(test::test_config(dir / "cache"), std::move(fs))) {
     const Key key = test::test_key(key_seed);
     REQUIRE(publish_tensors(*store, key, matrices).result == PublishResult::published);
     hit = store->lookup(key);
@@ -588,6 +567,200 @@ TEST_CASE("a stored file reads whole chunks checking each piece as it arrives, a
   REQUIRE(file->read(plain.data(), 0, record.size).is_ok());
   CHECK(file->check(0, record.size, plain.data()).code() == StatusCode::damaged);
   CHECK(file->read_checked(fused.data(), 0, chunk).is_ok());
+}
+
+namespace {
+
+// A buffer aligned as the engine's pinned buffers are (huge pages), with room for a read around
+// the page cache to reach past the end of the file.
+struct AlignedBuffer {
+  explicit AlignedBuffer(std::uint64_t bytes)
+      : data(static_cast<std::byte*>(std::aligned_alloc(kUncachedAlignment, util::align_up(bytes, kUncachedAlignment)))) {
+    REQUIRE(data != nullptr);
+  }
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  std::byte* data;
+};
+
+}  // namespace
+
+TEST_CASE("a stored file read around the page cache gives the disk's bytes checked, and leaves the page cache alone",
+          "[staging][uncached]") {
+  const NamedTensors matrices = test::odd_matrices();
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  PublishedMatrices published(matrices, 11, fs);
+  const DataFile& record = published.file();
+  const std::shared_ptr<const StoredFile>& file = published.served.storages.at(0).file->file;
+  const std::filesystem::path path = file->name();
+  const std::uint64_t chunk = record.chunk_size;
+  // Several chunks; the file ends off the alignment, so its last read reaches past the end.
+  REQUIRE(record.size > chunk);
+  REQUIRE(record.size % kUncachedAlignment != 0);
+  std::vector<std::byte> plain(record.size);
+  REQUIRE(file->read(plain.data(), 0, record.size).is_ok());
+
+  if (drop_from_page_cache(path, 0, 0) > 0.25 || !test::reads_around_page_cache(path)) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
+    return;
+  }
+  CHECK(*file->resident_share() < 0.25);
+  CHECK(*file->resident_share(chunk, record.size) < 0.25);
+  AlignedBuffer out(record.size);
+  fs->reset_counters();
+  const Status read = file->read_checked_uncached(out.data, 0, record.size);
+  INFO(read.to_string());
+  REQUIRE(read.is_ok());
+  CHECK(std::memcmp(out.data, plain.data(), record.size) == 0);
+  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
+  CHECK(fs->bytes_read() >= record.size);  // through the store's file system, a wrapper sees them
+  // Around the page cache: the file is still out of it. The same read through it fills it.
+  CHECK(resident_share_of(path) < 0.25);
+  std::fill(out.data, out.data + record.size, std::byte{0});
+  REQUIRE(file->read_checked_uncached(out.data, chunk, record.size).is_ok());  // from a later chunk
+  CHECK(std::memcmp(out.data, plain.data() + chunk, record.size - chunk) == 0);
+  CHECK(fs->calls(FsOp::reopen_uncached) == 1);  // reopened once per file
+  REQUIRE(file->read_checked(out.data, 0, record.size).is_ok());
+  CHECK(resident_share_of(path) > 0.75);
+  CHECK(*file->resident_share(0, chunk) > 0.75);
+
+  // Reads it cannot make aligned are refused (unsupported: the caller reads through the page cache).
+  CHECK(file->read_checked_uncached(out.data + 1, 0, chunk).code() == StatusCode::unsupported);
+  CHECK(file->read_checked_uncached(out.data, 1, chunk).code() == StatusCode::unsupported);
+  CHECK(file->read_checked_uncached(out.data, kUncachedAlignment, chunk).code() == StatusCode::invalid_argument);
+
+  // A byte changed on the disk under the same identity (bit rot): the chunk that holds it fails, named.
+  test::flip_byte(path, chunk + 5);
+  REQUIRE(drop_from_page_cache(path, 0, 0) < 0.25);
+  const Status damaged = file->read_checked_uncached(out.data, 0, record.size);
+  CHECK(damaged.code() == StatusCode::damaged);
+  INFO(damaged.message());
+  CHECK(damaged.message().find("data-0000.bin chunk 1 (bytes ") != std::string::npos);
+  CHECK(file->read_checked_uncached(out.data, 0, chunk).is_ok());
+}
+
+TEST_CASE("refused reads around the page cache: a stored file says why once, then reads through the page cache",
+          "[staging][uncached]") {
+  const NamedTensors matrices = test::odd_matrices();
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  PublishedMatrices published(matrices, 12, fs);
+  const std::shared_ptr<const StoredFile>& file = published.served.storages.at(0).file->file;
+  if (!test::reads_around_page_cache(file->name())) {
+    WARN("SKIPPED: this file system refuses O_DIRECT");
+    return;
+  }
+  std::string why;
+  SECTION("the file system refuses O_DIRECT") {
+    fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
+    why = "cannot be read around the page cache: injected fault in reopen_uncached";
+  }
+  SECTION("the disk refuses the alignment of a read (a block larger than kUncachedAlignment)") {
+    fs->inject({FsOp::pread, EINVAL, 0, 1, false, ""});  // the first read through the reopened descriptor
+    why = "refused a read around the page cache of this alignment";
+  }
+  AlignedBuffer out(file->size());
+  const Status refused = file->read_checked_uncached(out.data, 0, file->size());
+  CHECK(fs->faults_fired() == 1);
+  CHECK(refused.code() == StatusCode::unsupported);
+  INFO(refused.message());
+  CHECK(refused.message().find(why) != std::string::npos);
+  // The answer is kept: not asked of the file system again.
+  const std::uint64_t reopens = fs->calls(FsOp::reopen_uncached), preads = fs->calls(FsOp::pread);
+  CHECK(file->read_checked_uncached(out.data, 0, file->size()).code() == StatusCode::unsupported);
+  CHECK(fs->calls(FsOp::reopen_uncached) == reopens);
+  CHECK(fs->calls(FsOp::pread) == preads);
+
+  // The staging of every unit, asked to read around the page cache, reads through it instead.
+  if (drop_from_page_cache(file->name(), 0, 0) > 0.25) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  auto plan = gpu::plan_staging(published.served, file->chunk_bytes());
+  REQUIRE(plan.is_ok());
+  std::vector<std::byte> staged(plan->destination_bytes);
+  HostSink sink(staged.data());
+  AlignedBuffer buffer(plan->buffer_bytes);
+  for (const auto& unit : plan->units) {
+    REQUIRE(gpu::readable_uncached(*plan, unit));
+    bool uncached = true;
+    REQUIRE(gpu::stage_unit(*plan, unit, buffer.data, sink, gpu::FileRead::uncached_where_not_cached, &uncached)
+                .is_ok());
+    CHECK_FALSE(uncached);
+  }
+  CHECK((staged == run_into_host(*plan, plan->buffer_bytes)));  // not decomposed: Catch cannot print bytes
+  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
+}
+
+TEST_CASE("a load asked to read around the page cache reads there what the page cache does not hold, exactly",
+          "[staging][uncached]") {
+  StagingFixture f;
+  // No post-load method, so no read-ahead brings the entry back before the upload reads it.
+  LoadPlan plain = f.plan();
+  plain.post_load.clear();
+  auto made = load_model(nullptr, plain);
+  REQUIRE(made.is_ok());
+  const NamedTensors reference = made->weights;
+  auto fs = std::make_shared<FaultInjectingFileSystem>();
+  auto store = f.store(fs);
+  auto engine = std::make_shared<HostStagingUploader>(0, true);
+  LoadPlan p = plain;
+  p.uploader = engine;
+  const std::vector<std::filesystem::path> files{f.publish(*store, p)};
+  const std::uint64_t size = std::filesystem::file_size(files[0]);
+
+  // In the page cache (the publication wrote it): read through it, as without the option.
+  fs->reset_counters();
+  auto cached = load_model(store.get(), p);
+  REQUIRE(cached.is_ok());
+  REQUIRE(cached->report.path == LoadPath::hit);
+  CHECK(cached->report.bytes_read_uncached == 0);
+  CHECK(fs->calls(FsOp::reopen_uncached) == 0);
+  require_identical(cached->weights, reference);
+
+  // Off the page cache: every unit read around it, every chunk checked, the page cache left
+  // empty, and the report says so.
+  if (drop_from_page_cache(files[0], 0, 0) > 0.25 || !test::reads_around_page_cache(files[0])) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
+    return;
+  }
+  fs->reset_counters();
+  auto dropped = load_model(store.get(), p);
+  REQUIRE(dropped.is_ok());
+  REQUIRE(dropped->report.path == LoadPath::hit);
+  const std::string said = dropped->report.page_cache();
+  INFO(said);
+  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
+  CHECK(dropped->report.bytes_checked == size);
+  CHECK(dropped->report.bytes_read_uncached == size);
+  CHECK(resident_share_of(files[0]) < 0.25);
+  CHECK(said.find(" not in the page cache, read from the disk (" + format_size(size) +
+                  " of it around the page cache) during the upload (") != std::string::npos);
+  require_identical(dropped->weights, reference);
+
+  // Its first half off the page cache, the second in it: only units mostly off it are read around
+  // it. (The first half: the kernel's read-ahead of a buffered read would bring the unit after it
+  // back before it is read.)
+  REQUIRE(read_into_page_cache(files[0]) > 0.75);
+  REQUIRE(drop_from_page_cache(files[0], 0, size / 2) < 0.6);
+  auto half = load_model(store.get(), p);
+  REQUIRE(half.is_ok());
+  CHECK(half->report.bytes_read_uncached > 0);
+  CHECK(half->report.bytes_read_uncached < size * 3 / 4);
+  require_identical(half->weights, reference);
+
+  // A file system that refuses O_DIRECT: the same load through the page cache, as exact.
+  REQUIRE(drop_from_page_cache(files[0], 0, 0) < 0.25);
+  fs->reset_counters();
+  fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
+  auto refused = load_model(store.get(), p);
+  REQUIRE(refused.is_ok());
+  REQUIRE(refused->report.path == LoadPath::hit);
+  CHECK(fs->faults_fired() == 1);
+  CHECK(refused->report.bytes_read_uncached == 0);
+  CHECK(refused->report.bytes_checked == size);
+  CHECK(resident_share_of(files[0]) > 0.75);
+  require_identical(refused->weights, reference);
 }
 
 TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",

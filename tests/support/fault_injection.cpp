@@ -12,7 +12,7 @@ const char* to_string(FsOp op) {
   static constexpr const char* names[] = {
       "open", "pwrite", "pread", "fsync", "fsync_directory", "allocate", "rename",
       "make_directory", "remove_file", "remove_directory", "stat", "fstat", "list_directory",
-      "space", "map", "lock", "touch", "open_directory"};
+      "space", "map", "lock", "touch", "open_directory", "reopen_uncached"};
   int i = static_cast<int>(op);
   return i >= 0 && i < static_cast<int>(FsOp::count_) ? names[i] : "?";
 }
@@ -191,6 +191,11 @@ Status FaultInjectingFileSystem::lock(int fd, LockMode mode, LockWait wait) {
 Status FaultInjectingFileSystem::touch(int fd) {
   if (auto f = check(FsOp::touch)) return injected(*f, "");
   return target().touch(fd);
+}
+
+Result<UniqueFd> FaultInjectingFileSystem::reopen_uncached(int fd) {
+  if (auto f = check(FsOp::reopen_uncached)) return injected(*f, "");
+  return target().reopen_uncached(fd);
 }
 
 }  // namespace snapcache

@@ -21,6 +21,7 @@ namespace snapcache {
 enum class FsOp : int {
   open, pwrite, pread, fsync, fsync_directory, allocate, rename, make_directory, remove_file,
   remove_directory, stat, fstat, list_directory, space, map, lock, touch, open_directory,
+  reopen_uncached,
   count_  // number of operations, keep last
 };
 const char* to_string(FsOp op);
@@ -85,6 +86,7 @@ class FaultInjectingFileSystem final : public FileSystemWrapper {
   Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
   Status lock(int fd, LockMode mode, LockWait wait) override;
   Status touch(int fd) override;
+  Result<UniqueFd> reopen_uncached(int fd) override;
 
  private:
   struct Armed {

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
 
 #include "snapcache/config.h"
+#include "snapcache/extend/file_system.h"
 #include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
@@ -502,4 +504,53 @@ TEST_CASE("a data file swapped after the entry check is never certified: the byt
     // Nothing certified the damaged file: no stamp vouches for it, the next load does not hit it.
     CHECK(store->lookup(key).result != LookupResult::hit);
   }
+}
+
+TEST_CASE("a file reopened around the page cache is the open file, never what its path names now",
+          "[store][hostile][uncached]") {
+  test::TempDir dir;
+  const std::string path = dir / "data-0000.bin", other = dir / "other.bin";
+  auto write = [](const std::string& p, char fill) {
+    const std::string bytes(3 * 4096 + 100, fill);  // ends off the alignment
+    int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  };
+  write(path, 'a');
+  write(other, 'b');
+  auto fs = posix_file_system();
+  auto opened = fs->open(path, OpenMode::read, Follow::no);
+  REQUIRE(opened.is_ok());
+  // The path now names another file, then no file at all: the reopened descriptor still reads the
+  // opened one.
+  REQUIRE(::rename(other.c_str(), path.c_str()) == 0);
+  auto reopened = fs->reopen_uncached(opened->get());
+  if (reopened.status().code() == StatusCode::unsupported) {
+    WARN("SKIPPED: this file system refuses O_DIRECT: " << reopened.status().message());
+    return;
+  }
+  REQUIRE(reopened.is_ok());
+  CHECK((::fcntl(reopened->get(), F_GETFL) & O_DIRECT) != 0);
+  REQUIRE(::unlink(path.c_str()) == 0);
+  void* buffer = std::aligned_alloc(kUncachedAlignment, 4 * kUncachedAlignment);
+  REQUIRE(buffer != nullptr);
+  auto read = fs->pread(reopened->get(), buffer, 4 * kUncachedAlignment, 0);
+  const std::string got(static_cast<const char*>(buffer), read.is_ok() ? *read : 0);
+  std::free(buffer);
+  REQUIRE(read.is_ok());
+  CHECK(*read == 3 * 4096 + 100);  // short: the read reached past the end
+  CHECK(got == std::string(3 * 4096 + 100, 'a'));
+  auto same = fs->fstat(reopened->get());
+  auto first = fs->fstat(opened->get());
+  REQUIRE(same.is_ok());
+  REQUIRE(first.is_ok());
+  CHECK(same->inode == first->inode);
+
+  // Only regular files: a directory's descriptor is refused with the reason.
+  auto directory = fs->open_directory(dir.path());
+  REQUIRE(directory.is_ok());
+  auto refused = fs->reopen_uncached(directory->get());
+  CHECK(refused.status().code() == StatusCode::foreign);
+  CHECK(refused.status().message().find("a directory") != std::string::npos);
 }

@@ -159,7 +159,20 @@ class SNAPCACHE_API FileSystem {
   // Sets the mtime of the open file `fd` to now (futimens): the file the caller opened and checked,
   // never whatever a path names by the time it is touched.
   virtual Status touch(int fd) = 0;
+  // A second descriptor of the open regular file `fd` whose reads go around the page cache
+  // (O_DIRECT): the disk's bytes straight into the caller's buffer, for a file the page cache does
+  // not hold, without the kernel's copy and without filling the page cache. Reads through it are
+  // aligned to kUncachedAlignment (buffer, offset and length; one that reaches past the end of the
+  // file comes back short). It is the same file as `fd`, never what a path names now: reopened
+  // through the process's own descriptor (/proc/self/fd) and compared by device and inode.
+  // Unsupported where the file system refuses O_DIRECT, or /proc is not mounted, as this default
+  // says of a file system that does not offer it: the caller reads through `fd`.
+  virtual Result<UniqueFd> reopen_uncached(int fd);
 };
+
+// What reads of a descriptor from FileSystem::reopen_uncached are aligned to: the largest logical
+// block of the disks snapcache runs on (a read of another alignment fails with EINVAL).
+inline constexpr std::size_t kUncachedAlignment = 4096;
 
 // The real thing: POSIX calls on the local file system.
 SNAPCACHE_API std::shared_ptr<FileSystem> posix_file_system();
@@ -196,6 +209,7 @@ class SNAPCACHE_API FileSystemWrapper : public FileSystem {
   Result<MappedRegion> map(int fd, std::size_t size, MapMode mode) override;
   Status lock(int fd, LockMode mode, LockWait wait) override;
   Status touch(int fd) override;
+  Result<UniqueFd> reopen_uncached(int fd) override;
 
  private:
   std::shared_ptr<FileSystem> target_;

@@ -6,7 +6,8 @@
 // send each buffer to the device on the thread's own CUDA stream as soon as it is staged. On
 // request, a share of each snapshot file crosses the bus straight from the page cache
 // (`direct_share`), its chunks hashed where they lie. Pending layout conversions (the post-load
-// transposes) cross the bus as raw rows and are transposed into place on the device. The pool is
+// transposes) cross the bus as raw rows and are transposed into place on the device. On request,
+// units the page cache does not hold are read around it (`read_uncached`). The pool is
 // allocated once per process and reused, so pinned memory stays within `pinned_bytes` whatever the
 // model's size, and converted weights never take fresh host memory; device memory beyond the
 // model's is one staging buffer's worth of scratch per thread while a load with conversions runs.
@@ -57,6 +58,14 @@ struct StagedUploadOptions {
   // it is pinned; a worker that finds none free pins its own beside them. Off: each worker pins
   // its buffers when the upload starts. Either way a process pins them once.
   bool pin_ahead = true;
+  // Read the units of a snapshot file that the page cache does not hold (fewer than half of the
+  // pages sampled in the unit) around it, with O_DIRECT, straight into the pinned buffers
+  // (StoredFile::read_checked_uncached): the disk's bytes cross host memory once instead of
+  // through the page cache, in 512 KiB reads (one in flight per worker, as fastsafetensors reads),
+  // every chunk still checked. Where the file system refuses O_DIRECT, every unit goes through
+  // the page cache. Off by default until it measures faster on the GPU machine's disk
+  // (docs/performance.md).
+  bool read_uncached = false;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool; a load

@@ -42,12 +42,20 @@ class SNAPCACHE_API StoredFile {
   // better. The store's files read each chunk in pieces and hash each piece as it arrives, while
   // it is still in the CPU's cache, instead of reading a whole unit back from memory.
   virtual Status read_checked(std::byte* out, std::uint64_t begin, std::uint64_t end) const;
+  // read_checked around the page cache (FileSystem::reopen_uncached): for bytes the page cache does
+  // not hold, the disk's bytes straight into `out`, read in the same pieces and hashed as they
+  // arrive, without filling the page cache. `out` is aligned to kUncachedAlignment and has room for
+  // end - begin rounded up to it (the last read of a file reaches past its end). Unsupported where
+  // the file, its file system or the alignment does not allow it, as this default says: the caller
+  // then reads the same bytes with read_checked.
+  virtual Status read_checked_uncached(std::byte* out, std::uint64_t begin, std::uint64_t end) const;
   // The whole file mapped read-only and shared (its page cache, no private copy), for an uploader
   // that registers those pages with its device.
   virtual Result<MappedRegion> map() const = 0;
-  // The share of the file in the page cache now (sampled; 0 to 1), which a read will not take
-  // from the disk; nullopt when the file cannot tell, as this default says.
-  virtual std::optional<double> resident_share() const;
+  // The share of bytes [begin, end) of the file in the page cache now (sampled; 0 to 1), which a
+  // read will not take from the disk; nullopt when the file cannot tell, as this default says.
+  virtual std::optional<double> resident_share(std::uint64_t begin, std::uint64_t end) const;
+  std::optional<double> resident_share() const { return resident_share(0, size()); }
 };
 
 // A storage's first byte in a stored file.
