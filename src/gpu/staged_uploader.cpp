@@ -21,7 +21,8 @@
 // Reads around the page cache (off by default, StagedUploadOptions::read_uncached): a unit of a
 // snapshot file the page cache does not hold is read with O_DIRECT straight into the pinned buffer,
 // in the pieces read_checked reads and hashes, so the disk's bytes cross host memory once and the
-// disk sees a worker's 512 KiB reads, as fastsafetensors reads a checkpoint.
+// disk sees a worker's 512 KiB reads, as fastsafetensors reads a checkpoint. Measured on the GPU
+// machine's disk, no faster than the buffered reads (docs/performance.md), hence off.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>

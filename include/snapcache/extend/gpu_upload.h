@@ -63,8 +63,8 @@ struct StagedUploadOptions {
   // (StoredFile::read_checked_uncached): the disk's bytes cross host memory once instead of
   // through the page cache, in 512 KiB reads (one in flight per worker, as fastsafetensors reads),
   // every chunk still checked. Where the file system refuses O_DIRECT, every unit goes through
-  // the page cache. Off by default until it measures faster on the GPU machine's disk
-  // (docs/performance.md).
+  // the page cache. Off by default: on the GPU machine's virtual disk the buffered reads were as
+  // fast (view-only loads) or faster (12%, the demo's; docs/performance.md, fourteenth session).
   bool read_uncached = false;
 };
 
