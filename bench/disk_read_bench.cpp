@@ -124,13 +124,15 @@ int main(int argc, char** argv) {
                                                  kUncachedAlignment * kUncachedAlignment);
     return file->read_checked_uncached(aligned, begin, end).is_ok();
   };
-  // Whether this file system reads around the page cache at all: the first unit, once.
+  // Whether this file system reads around the page cache at all: the first chunk, once, into a
+  // buffer sized for it (a page to align it, a page for the read past the end of the file).
   std::string direct_refused;
   {
-    std::vector<std::byte> probe(std::min(kUnit, file->size()) + 2 * kUncachedAlignment);
+    const std::uint64_t first = std::min(file->chunk_bytes(), file->size());
+    std::vector<std::byte> probe(first + 2 * kUncachedAlignment);
     auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(probe.data()) + kUncachedAlignment - 1) /
                                                  kUncachedAlignment * kUncachedAlignment);
-    const Status st = file->read_checked_uncached(aligned, 0, std::min(file->chunk_bytes(), file->size()));
+    const Status st = file->read_checked_uncached(aligned, 0, first);
     if (!st) direct_refused = st.to_string();
   }
   const std::vector<std::string> ways = {"read_checked", "at_once", "unchecked", "dd", "direct"};
