@@ -13,7 +13,7 @@
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P] [--pin-ahead 0|1]
-//                            [--direct-share S] [--drop-cache 1]
+//                            [--direct-share S] [--drop-cache 1 [--prime 1] [--disk ROWS]]
 // --runs: each load R times (new processes), the best and the median printed;
 // --threads/--chunk-mib/--pinned-mib/--direct-share: the engine's options (StagedUploadOptions) for
 // every load that uses it, to measure one at a time.
@@ -23,6 +23,14 @@
 // data files the same way: one thread reading 16 MiB at a time as `dd` does, one thread and 16
 // threads of 16 MiB O_DIRECT reads, and 16 threads of 512 KiB O_DIRECT reads (fastsafetensors'
 // way); and `dd` and fastsafetensors' way on the checkpoint, the file the peers read.
+// --disk ROWS: which of those disk rows (comma-separated: dd, direct, direct16, direct16-512k,
+// checkpoint-dd, checkpoint-direct16-512k; `none`); all by default.
+// --prime 1 (with --drop-cache 1): before each timed load and disk row, the files it reads are read
+// once whole, untimed, and then dropped. The GPU machine's disk is virtual and its host keeps what
+// was read: one reader's time on one file moved by up to 1.7x between runs minutes apart there
+// (2026-12-04), with whatever was read last the likeliest to be kept. Primed, every load meets a
+// host that has just read its file, so loaders that read different files (the snapshot, the
+// checkpoint) compare as readers, not by which file the host kept.
 // --only without `cold` keeps the entry an earlier run published (so a sweep publishes once); with
 // `cold`, only the entry of this size and topology is evicted first.
 #include <ATen/Context.h>
@@ -75,7 +83,12 @@ struct Options {
   StagedUploadOptions engine;
   bool engine_set = false;
   bool drop_cache = false;
+  bool prime = false;
+  std::string disk_rows;  // empty: all
 };
+
+// One thread's reads as `dd bs=16M` makes them: the disk rows' and --prime's.
+constexpr std::uint64_t kLargeRead = 16ull << 20;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -288,6 +301,8 @@ int main(int argc, char** argv) {
     else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
     else if (flag == "--pin-ahead") o.engine.pin_ahead = value == "1", o.engine_set = true;
     else if (flag == "--drop-cache") o.drop_cache = value == "1";
+    else if (flag == "--prime") o.prime = value == "1";
+    else if (flag == "--disk") o.disk_rows = value;
   }
   if (!o.measure.empty()) return measure(o);
   if (!at::hasCUDA()) {
@@ -302,9 +317,10 @@ int main(int argc, char** argv) {
   if (::stat(checkpoint.c_str(), &st) != 0) {
     if (Status s = demo::write_checkpoint(dit, checkpoint); !s) return 1;
   }
-  auto wanted = [&](const std::string& what) {
-    return o.only.empty() || ("," + o.only + ",").find("," + what + ",") != std::string::npos;
+  auto named_in = [](const std::string& list, const std::string& what) {
+    return list.empty() || ("," + list + ",").find("," + what + ",") != std::string::npos;
   };
+  auto wanted = [&](const std::string& what) { return named_in(o.only, what); };
   auto open_cache = [&] {
     Config config;
     config.directory = o.work_dir + "/cache";
@@ -330,6 +346,23 @@ int main(int argc, char** argv) {
     (void)evict(**store, mine);
   }
   double still_resident = 0;  // the most of the work directory's pages a drop left in the page cache
+  // The data files of this load's entry, which the warm loads read (once `cold` has published it).
+  auto entry_data_files = [&] {
+    std::vector<std::string> data;
+    if (auto entries = store ? list_entries(**store) : store.status())
+      for (const EntryInfo& e : *entries)
+        if (e.id == entry_id && e.state != EntryState::unfinished) data = files_under(e.path, data_file);
+    if (data.empty()) data = files_under(o.work_dir + "/cache", data_file);
+    return data;
+  };
+  auto files_read_by = [&](const std::string& what) {
+    return what == "cold" || what.starts_with("ordinary") ? std::vector<std::string>{checkpoint} : entry_data_files();
+  };
+  // --prime: `files` read once whole, untimed; the caller drops them next.
+  auto prime = [&](const std::vector<std::string>& files) {
+    std::uint64_t ignored = 0;
+    if (o.prime) (void)read_files(files, 1, kLargeRead, false, ignored);
+  };
   auto child = [&](const std::string& what) -> Row {
     std::vector<std::string> args{"/proc/self/exe", "--measure", what, "--size-mib", std::to_string(o.size_mib),
                                   "--tp-size", std::to_string(o.tp_size), "--work-dir", o.work_dir};
@@ -341,7 +374,10 @@ int main(int argc, char** argv) {
     Row row{what};
     std::vector<double> all;
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once
-      if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));
+      if (o.drop_cache) {
+        prime(files_read_by(what));
+        still_resident = std::max(still_resident, drop_from_page_cache(files_under(o.work_dir, any_file)));
+      }
       const std::string out = capture(args);
       double seconds = 0;
       char path[32] = {};
@@ -373,20 +409,17 @@ int main(int argc, char** argv) {
     // its lead with the page cache dropped is its way of reading or the file it reads.
     // Only this load's entry: the twelfth session's rows also read another topology's entries
     // (22.4 GB against the load's 17.1), which their times then did not compare with.
-    std::vector<std::string> data;
-    if (auto entries = store ? list_entries(**store) : store.status())
-      for (const EntryInfo& e : *entries)
-        if (e.id == entry_id && e.state != EntryState::unfinished) data = files_under(e.path, data_file);
-    if (data.empty()) data = files_under(o.work_dir + "/cache", data_file);
-    const std::vector<std::string> peers_file{checkpoint};
-    constexpr std::uint64_t kLarge = 16ull << 20, kSmall = 512ull << 10;
-    for (const auto& [name, files, threads, piece, direct] :
-         {std::tuple{"disk: 1 thread, 16 MiB reads (dd)", data, 1, kLarge, false},
-          std::tuple{"disk: 1 thread, 16 MiB O_DIRECT", data, 1, kLarge, true},
-          std::tuple{"disk: 16 x 16 MiB O_DIRECT", data, 16, kLarge, true},
-          std::tuple{"disk: 16 x 512 KiB O_DIRECT", data, 16, kSmall, true},
-          std::tuple{"disk: dd of the checkpoint", peers_file, 1, kLarge, false},
-          std::tuple{"disk: checkpoint, 16 x 512 KiB O_DIRECT", peers_file, 16, kSmall, true}}) {
+    const std::vector<std::string> data = entry_data_files(), peers_file{checkpoint};
+    constexpr std::uint64_t kSmall = 512ull << 10;
+    for (const auto& [flag, name, files, threads, piece, direct] :
+         {std::tuple{"dd", "disk: 1 thread, 16 MiB reads (dd)", data, 1, kLargeRead, false},
+          std::tuple{"direct", "disk: 1 thread, 16 MiB O_DIRECT", data, 1, kLargeRead, true},
+          std::tuple{"direct16", "disk: 16 x 16 MiB O_DIRECT", data, 16, kLargeRead, true},
+          std::tuple{"direct16-512k", "disk: 16 x 512 KiB O_DIRECT", data, 16, kSmall, true},
+          std::tuple{"checkpoint-dd", "disk: dd of the checkpoint", peers_file, 1, kLargeRead, false},
+          std::tuple{"checkpoint-direct16-512k", "disk: checkpoint, 16 x 512 KiB O_DIRECT", peers_file, 16, kSmall, true}}) {
+      if (!named_in(o.disk_rows, flag)) continue;
+      prime(files);
       still_resident = std::max(still_resident, drop_from_page_cache(files));
       Row row{name};
       row.seconds = read_files(files, threads, piece, direct, row.bytes);
@@ -400,7 +433,10 @@ int main(int argc, char** argv) {
         "t = time.perf_counter(); d = load_file('{}', device='cuda'); torch.cuda.synchronize(); "
         "print('result', time.perf_counter() - t, sum(v.numel() * v.element_size() for v in d.values()))",
         checkpoint);
-    if (o.drop_cache) still_resident = std::max(still_resident, drop_from_page_cache({checkpoint}));
+    if (o.drop_cache) {
+      prime({checkpoint});
+      still_resident = std::max(still_resident, drop_from_page_cache({checkpoint}));
+    }
     const std::string out = capture({"python3", "-c", script});
     Row row{"python safetensors load_file(cuda)"};
     unsigned long long b = 0;
@@ -412,8 +448,8 @@ int main(int argc, char** argv) {
 
   std::printf("demo model %s, tp %d (rank 0), %s on the device, %s\n", format_size(demo::checkpoint_bytes(dit)).c_str(),
               o.tp_size, format_size(bytes).c_str(),
-              o.drop_cache ? fmt::format("page cache dropped before each load ({:.1f}% of the pages resident after)",
-                                         100 * still_resident).c_str()
+              o.drop_cache ? fmt::format("page cache dropped before each load{} ({:.1f}% of the pages resident after)",
+                                         o.prime ? ", its files read once just before" : "", 100 * still_resident).c_str()
                            : "page cache warm");
   std::printf("%-40s %10s %10s %10s %14s\n", "method", "seconds", "median", "GB/s", "vs load_file");
   for (const Row& r : rows) {
@@ -425,7 +461,8 @@ int main(int argc, char** argv) {
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     out << "{\"size_mib\": " << o.size_mib << ", \"tp_size\": " << o.tp_size << ", \"device_bytes\": " << bytes
-        << ", \"page_cache\": \"" << (o.drop_cache ? "dropped" : "warm") << "\", \"rows\": [";
+        << ", \"page_cache\": \"" << (o.drop_cache ? "dropped" : "warm") << "\", \"primed\": " << (o.prime ? "true" : "false")
+        << ", \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i)
       out << (i ? ", " : "") << "{\"method\": \"" << rows[i].method << "\", \"seconds\": " << rows[i].seconds
           << ", \"median_seconds\": " << rows[i].median << ", \"bytes\": " << rows[i].bytes << "}";

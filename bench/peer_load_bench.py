@@ -7,10 +7,16 @@ is on the device. One more run of each peer, not timed, checks every tensor it r
 the checkpoint's bytes (safetensors' own CPU reader, compared on the GPU byte for byte). Peers that are
 not installed are reported as such, not skipped silently.
 
-    python3 bench/peer_load_bench.py CHECKPOINT [--runs 3] [--peers a,b] [--json FILE] [--drop-cache]
+    python3 bench/peer_load_bench.py CHECKPOINT [--runs 3] [--peers a,b] [--json FILE] [--drop-cache [--prime]]
+                                     [--no-check]
+
+--no-check leaves out the checking run: for a peer already checked on this checkpoint in the same
+call (tools/gpu/measure-loads.sh's later rounds), where it would only add a whole load to each.
 
 With --drop-cache the checkpoint is dropped from the page cache (posix_fadvise DONTNEED after a
 sync) before each timed run, as bench/gpu_load_bench.cpp's --drop-cache 1 does for snapcache.
+With --prime as well, the checkpoint is first read once whole, untimed, as its --prime 1 does
+(a virtual disk's host keeps what was read; primed, every load meets it having just read its file).
 
 Peers (issue 21's list): safetensors load_file(device="cuda"); instanttensor safe_open with its
 default backend and with BackendPolicy.BUFFERED; fastsafetensors SafeTensorsFileLoader (nogds);
@@ -102,8 +108,20 @@ def drop_from_page_cache(path):
         os.close(fd)
 
 
-def run_one(path, peer, check, drop=False):
+def read_whole(path, piece=16 << 20):
+    """One thread reading `path` in 16 MiB pieces, as `dd bs=16M` and gpu_load_bench's --prime do."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while os.read(fd, piece):
+            pass
+    finally:
+        os.close(fd)
+
+
+def run_one(path, peer, check, drop=False, prime=False):
     if drop:
+        if prime:
+            read_whole(path)
         drop_from_page_cache(path)
     proc = subprocess.run([sys.executable, "-c", CHILD, path, peer, "1" if check else "0"],
                           capture_output=True, text=True)
@@ -120,18 +138,23 @@ def main():
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--json")
     ap.add_argument("--drop-cache", action="store_true")
+    ap.add_argument("--prime", action="store_true", help="with --drop-cache: read the checkpoint once first")
+    ap.add_argument("--no-check", action="store_true", help="no checking run (the peer was checked on this checkpoint)")
     args = ap.parse_args()
+    if args.prime and not args.drop_cache:
+        ap.error("--prime needs --drop-cache")
     size = os.path.getsize(args.checkpoint)
     results = {}
     print(f"{args.checkpoint}: {size / 2**30:.2f} GiB; {args.runs} runs per peer, each in a new process, "
-          f"page cache {'dropped before each run' if args.drop_cache else 'warm'}")
+          f"page cache {'dropped before each run' if args.drop_cache else 'warm'}"
+          f"{', the checkpoint read once just before' if args.prime else ''}")
     print(f"{'peer':<24} {'min s':>8} {'median s':>9} {'GB/s (min)':>11}  bytes checked")
     for peer in args.peers.split(","):
         runs = []
-        checked = run_one(args.checkpoint, peer, check=True)
+        checked = {"skipped": True} if args.no_check else run_one(args.checkpoint, peer, check=True)
         if "error" not in checked:
             for _ in range(args.runs):
-                r = run_one(args.checkpoint, peer, check=False, drop=args.drop_cache)
+                r = run_one(args.checkpoint, peer, check=False, drop=args.drop_cache, prime=args.prime)
                 runs.append(r)
                 if "error" in r:
                     break
@@ -141,15 +164,16 @@ def main():
             print(f"{peer:<24} failed: {failed['error']}", flush=True)
         else:
             secs = [r["seconds"] for r in runs]
-            nbytes = checked["bytes"]
-            ok = "ok" if not checked["mismatched"] else "MISMATCH " + ", ".join(checked["mismatched"])
+            nbytes = runs[0]["bytes"]
+            ok = ("not checked (--no-check)" if args.no_check else
+                  "ok" if not checked["mismatched"] else "MISMATCH " + ", ".join(checked["mismatched"]))
             print(f"{peer:<24} {min(secs):8.3f} {statistics.median(secs):9.3f} {nbytes / min(secs) / 1e9:11.1f}  {ok}",
                   flush=True)
         # After each peer, so that a run cut short by a time limit keeps the peers it finished.
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"checkpoint": args.checkpoint, "bytes": size, "runs": results,
-                           "page_cache": "dropped" if args.drop_cache else "warm"}, f, indent=1)
+                           "page_cache": "dropped" if args.drop_cache else "warm", "primed": args.prime}, f, indent=1)
 
 
 if __name__ == "__main__":

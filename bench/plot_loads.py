@@ -9,8 +9,9 @@ Each point is the best run of its loader at that size; snapcache's and the peers
 size come from one command on one machine, so the ratios between lines are measured side by side.
 """
 import argparse
-import json
 from collections import defaultdict
+
+from loads_jsonl import measurements
 
 # The lines drawn, in legend order: (label, where it comes from, which row or peer).
 LINES = [
@@ -30,36 +31,11 @@ LINES = [
 def points(paths, page_cache):
     """{(source, name): {size_gib: GB/s}} for TP 1 loads with that page-cache state."""
     out = defaultdict(dict)
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-                if "result" in record:  # tools/gpu/engine-sweep.sh's lines: its defaults only
-                    if record.get("config") != "defaults":
-                        continue
-                    record = record["result"]
-                if "rows" in record:
-                    if record.get("tp_size", 1) != 1 or record.get("page_cache", "warm") != page_cache:
-                        continue
-                    for row in record["rows"]:
-                        if row["seconds"] > 0:
-                            size = row["bytes"] / 2**30
-                            rate = row["bytes"] / row["seconds"] / 1e9
-                            key = ("snapcache", row["method"])
-                            out[key][size] = max(out[key].get(size, 0), rate)
-                elif "peers" in record:
-                    peers = record["peers"]
-                    if peers.get("page_cache", "warm") != page_cache:
-                        continue
-                    for peer, result in peers["runs"].items():
-                        runs = [r for r in result.get("runs", []) if "seconds" in r]
-                        if not runs or result["check"].get("mismatched"):
-                            continue
-                        nbytes = result["check"]["bytes"]
-                        size = nbytes / 2**30
-                        out[("peers", peer)][size] = nbytes / min(r["seconds"] for r in runs) / 1e9
+    for m in measurements(paths):
+        if m.tp_size != 1 or m.page_cache != page_cache:
+            continue
+        size = m.bytes / 2**30
+        out[(m.source, m.name)][size] = max(out[(m.source, m.name)].get(size, 0), m.gb_per_s)
     return out
 
 
