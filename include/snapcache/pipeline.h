@@ -163,10 +163,16 @@ struct LoadReport {
   std::uint64_t bytes_checked = 0;
   std::uint64_t bytes_trusted = 0;
   SNAPCACHE_API std::string integrity() const;  // those two in words, "" when no file was read
-  // On a hit, the served files' bytes that were not in the page cache when the tier served them,
-  // so came from the disk (sampled: 1,024 pages of each file, in 64 runs spread over it). What a restart after a
-  // reboot or under memory pressure pays; page_cache() says it in words, with the time of the
-  // stages that read it (read-ahead, upload) and the rate that makes.
+  // The bytes of the files the load read its weights from: on a hit, the served entry's data
+  // files; on a load from the checkpoint, the plan's checkpoint_files (0 when it names none).
+  std::uint64_t file_bytes = 0;
+  // Of those, the bytes that were not in the page cache when the load began to read them, so came
+  // from the disk (sampled: 1,024 pages of each file, in 64 runs spread over it): on a hit, when the
+  // tier served them; from the checkpoint, when the ordinary loader started (a checkpoint hashed for
+  // the key, LoadPlan::hash_checkpoint_contents, was read by then). What a first load, or a restart
+  // after a reboot or under memory pressure, pays; page_cache() says it in words, with the time of
+  // the stages that read it (a hit: read-ahead, upload; from the checkpoint: the ordinary load,
+  // post-load, the upload) and the rate that makes.
   std::uint64_t bytes_from_disk = 0;
   // Of the bytes the upload read and checked, those it read around the page cache, straight from
   // the disk (StagedUploadOptions::read_uncached).

@@ -107,9 +107,13 @@ void bind_report(py::module_& m) {
       .def_readonly("group", &LoadReport::group, "What the group agreed (a GroupReport), for a plan with a group.")
       .def_readonly("bytes_checked", &LoadReport::bytes_checked)
       .def_readonly("bytes_trusted", &LoadReport::bytes_trusted)
+      .def_readonly("file_bytes", &LoadReport::file_bytes,
+                    "The bytes of the files the load read its weights from: on a hit the entry's data files, "
+                    "from the checkpoint its checkpoint_files.")
       .def_readonly("bytes_from_disk", &LoadReport::bytes_from_disk,
-                    "On a hit, the stored bytes not in the page cache when the tier served them (sampled): read "
-                    "from the disk.")
+                    "Of file_bytes, those not in the page cache when the load began to read them (sampled; on a "
+                    "hit when the tier served them, from the checkpoint when the loader started): read from the "
+                    "disk.")
       .def_readonly("bytes_read_uncached", &LoadReport::bytes_read_uncached,
                     "Of the bytes the upload checked, those read around the page cache (O_DIRECT), straight from "
                     "the disk.")

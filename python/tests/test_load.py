@@ -10,10 +10,12 @@ import snapcache
 from conftest import clone_loader, run_python
 
 
-def test_cold_then_warm(plan, store, checkpoint):
-    _, tensors = checkpoint
+def test_cold_then_warm(plan, store, checkpoint, cache_dir):
+    path, tensors = checkpoint
     cold = snapcache.load_model(plan, store=store)
     r = cold.report
+    # The checkpoint was just written, so in the page cache; its size is what the load read from.
+    assert r.file_bytes == path.stat().st_size and r.bytes_from_disk == 0 and r.page_cache() == ""
     assert r.path is snapcache.LoadPath.miss and "no entry for this key" in r.reason
     assert [(t.tier, t.outcome) for t in r.tiers] == [("snapshot", snapcache.TierOutcome.missed),
                                                      ("ordinary", snapcache.TierOutcome.served)]
@@ -27,6 +29,8 @@ def test_cold_then_warm(plan, store, checkpoint):
     assert warm.report.tiers[0].outcome is snapcache.TierOutcome.served
     # The publication left every byte in the page cache: nothing came from the disk.
     assert warm.report.bytes_from_disk == 0 and warm.report.page_cache() == ""
+    # What a hit read from: the entry's data files, not the checkpoint.
+    assert warm.report.file_bytes == sum(f.stat().st_size for f in cache_dir.rglob("data-*.bin"))
     assert warm.report.bytes_read_uncached == 0  # only the GPU engine reads around the page cache
     assert list(warm.weights) == list(cold.weights) and set(warm.weights) == set(tensors)
     for name, t in tensors.items():

@@ -295,6 +295,7 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
     report.bytes_checked = device->bytes_checked;
     const std::uint64_t stored = stored_file_bytes(served.storages);
     report.bytes_trusted = stored > device->bytes_checked ? stored - device->bytes_checked : 0;
+    report.file_bytes = stored;
     report.bytes_from_disk = from_disk;
     report.bytes_read_uncached = device->bytes_read_uncached;
   }

@@ -3,7 +3,9 @@
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/pipeline.h"
+#include "snapcache/store.h"
 #include "torch/exceptions.h"
+#include "util/page_cache.h"
 
 namespace snapcache {
 namespace {
@@ -23,12 +25,26 @@ class Collector final : public TensorSink {
   NamedTensors all_;
 };
 
+// Asked before the loader reads them: how much of the checkpoint is not in the page cache, so
+// will come from the disk (LoadReport::bytes_from_disk). A file that cannot be asked counts as
+// neither; the loader meets whatever stopped the question itself.
+void note_checkpoint_off_page_cache(LoadContext& load) {
+  const std::shared_ptr<FileSystem> posix = load.store != nullptr ? nullptr : posix_file_system();
+  FileSystem& fs = posix ? *posix : load.store->fs();
+  for (const std::string& path : load.plan.checkpoint_files)
+    if (auto residency = util::residency_of(fs, path)) {
+      load.report.file_bytes += residency->size;
+      load.report.bytes_from_disk += residency->off_page_cache;
+    }
+}
+
 class OrdinaryTier final : public Tier {
  public:
   std::string name() const override { return "ordinary"; }
 
   Result<TierAnswer> serve(LoadContext& load) override {
     const LoadPlan& plan = load.plan;
+    note_checkpoint_off_page_cache(load);
     StageTimer read(load.report, "ordinary load");
     auto tensors = run_ordinary_loader(plan, load.ahead);
     if (!tensors) return read.fail(tensors.status().with_context("ordinary loader"));

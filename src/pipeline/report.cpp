@@ -44,25 +44,34 @@ std::string LoadReport::integrity() const {
 
 std::string LoadReport::page_cache() const {
   if (bytes_from_disk == 0) return "";
-  // The stages that read the entry's files. Their time, against the bytes they found on the disk
-  // only, is the rate the disk gave this load (at least: they also read what was in the page cache).
-  // The upload's own rate would count the bytes a read-ahead had just brought in as read from disk.
+  // The stages that read the load's files. Their time, against the bytes they found on the disk
+  // only, is the rate the disk gave this load (at least: they also read what was in the page cache,
+  // and a loader computes as well). The upload's own rate would count the bytes a read-ahead had
+  // just brought in as read from disk. From the checkpoint, the loader reads what it fuses or
+  // converts, and post-load and the upload read the rest of its mapping.
+  const bool hit = path == LoadPath::hit;
+  const std::vector<std::string_view> reading_stages =
+      hit ? std::vector<std::string_view>{"read-ahead", "upload"}
+          : std::vector<std::string_view>{"ordinary load", "post-load", "upload", "upload (after the loader)"};
   double reading = 0;
-  std::string during;
-  for (const char* stage : {"read-ahead", "upload"})
+  std::vector<std::string_view> read_in;
+  for (const std::string_view stage : reading_stages)
     for (const auto& s : stages)
       if (s.stage == stage && s.seconds > 0) {
         reading += s.seconds;
-        during += fmt::format("{}the {}", during.empty() ? "" : " and ", stage);
+        if (std::find(read_in.begin(), read_in.end(), stage) == read_in.end()) read_in.push_back(stage);
       }
+  std::string during;
+  for (std::size_t i = 0; i < read_in.size(); ++i)
+    during += fmt::format("{}the {}", i == 0 ? "" : i + 1 == read_in.size() ? " and " : ", ", read_in[i]);
   const std::string rate =
       reading > 0 ? fmt::format(" during {} ({:.2f} s, {:.2f} GB/s)", during, reading,
                                 static_cast<double>(bytes_from_disk) / reading / 1e9)
                   : "";
   const std::string around =
       bytes_read_uncached > 0 ? fmt::format(" ({} of it around the page cache)", format_size(bytes_read_uncached)) : "";
-  return fmt::format("{} of {} not in the page cache, read from the disk{}{}", format_size(bytes_from_disk),
-                     format_size(bytes_checked + bytes_trusted), around, rate);
+  return fmt::format("{} of {}{} not in the page cache, read from the disk{}{}", format_size(bytes_from_disk),
+                     hit ? "" : "the checkpoint's ", format_size(file_bytes), around, rate);
 }
 
 std::string LoadReport::summary() const {

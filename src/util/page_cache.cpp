@@ -43,4 +43,16 @@ std::optional<double> resident_share(const void* data, std::uint64_t size, std::
   return static_cast<double>(resident) / static_cast<double>(counted);
 }
 
+Result<FileResidency> residency_of(FileSystem& fs, const std::string& path) {
+  auto fd = fs.open(path, OpenMode::read, Follow::yes);
+  if (!fd) return fd.status();
+  auto id = fs.fstat(fd->get());
+  if (!id) return id.status().with_context(path);
+  auto mapping = fs.map(fd->get(), id->size, MapMode::read_only_shared);
+  if (!mapping) return mapping.status().with_context(path);
+  const std::optional<double> share = resident_share(mapping->data(), id->size);
+  if (!share) return Status(StatusCode::unsupported, path + ": the kernel did not say which pages are in the page cache");
+  return FileResidency{id->size, static_cast<std::uint64_t>(static_cast<double>(id->size) * (1.0 - std::clamp(*share, 0.0, 1.0)))};
+}
+
 }  // namespace snapcache::util

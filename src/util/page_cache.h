@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+
+#include "snapcache/extend/file_system.h"
 
 namespace snapcache::util {
 
@@ -17,5 +20,15 @@ namespace snapcache::util {
 // `data` is any address in a mapping: the pages asked about are those [data, data + size) touches.
 // nullopt when the kernel does not answer (mincore fails); 1 for an empty mapping.
 std::optional<double> resident_share(const void* data, std::uint64_t size, std::size_t samples = 1024);
+
+// A file's bytes, and how many of them are not in the page cache (resident_share's sample).
+struct FileResidency {
+  std::uint64_t size = 0;
+  std::uint64_t off_page_cache = 0;
+};
+// Asked of a file the user named (a checkpoint file: links followed, only a regular file opened)
+// through a read-only shared mapping made for the question; an error when the file cannot be
+// opened or mapped, or the kernel does not answer.
+Result<FileResidency> residency_of(FileSystem& fs, const std::string& path);
 
 }  // namespace snapcache::util

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -25,8 +26,10 @@
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/printable.h"
+#include "snapcache/text.h"
 #include "support/captured_stderr.h"
 #include "support/host_copies.h"
+#include "support/page_cache.h"
 
 using namespace snapcache;
 
@@ -244,6 +247,7 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
   LoadReport report;
   report.path = LoadPath::hit;
   report.bytes_checked = 16ull << 30;
+  report.file_bytes = 16ull << 30;
   CHECK(report.page_cache().empty());  // every byte was in the page cache
   report.bytes_from_disk = 8ull << 30;
   CHECK(report.page_cache() == "8.0 GiB of 16.0 GiB not in the page cache, read from the disk");
@@ -259,6 +263,72 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
   CHECK(report.page_cache() ==
         "8.0 GiB of 16.0 GiB not in the page cache, read from the disk during the read-ahead and the upload "
         "(10.00 s, 0.86 GB/s)");
+
+  // From the checkpoint: the loader reads what it fuses, post-load and the upload the rest of its
+  // mapping; a read-ahead is a hit's stage only.
+  report.path = LoadPath::miss;
+  report.stages = {{"key", 0.5, 0, ""}, {"lookup", 0.5, 0, ""}, {"ordinary load", 3.0, 16'000'000'000, ""},
+                   {"post-load", 0.5, 0, ""}, {"read-ahead", 6.0, 0, ""}, {"upload", 4.5, 16'000'000'000, ""}};
+  CHECK(report.page_cache() ==
+        "8.0 GiB of the checkpoint's 16.0 GiB not in the page cache, read from the disk during the ordinary load, "
+        "the post-load and the upload (8.00 s, 1.07 GB/s)");
+  // A streaming loader's upload ran while it loaded; what was left ran after it.
+  report.stages = {{"ordinary load", 7.0, 16'000'000'000, ""}, {"upload (after the loader)", 1.0, 0, ""}};
+  CHECK(report.page_cache() ==
+        "8.0 GiB of the checkpoint's 16.0 GiB not in the page cache, read from the disk during the ordinary load "
+        "and the upload (after the loader) (8.00 s, 1.07 GB/s)");
+}
+
+TEST_CASE("a load from the checkpoint says how much of the checkpoint was not in the page cache", "[executor][disk]") {
+  test::DemoFixture f;
+  const std::uint64_t size = std::filesystem::file_size(f.checkpoint);
+  // A CPU load hands out tensors over the checkpoint's mapping, and no drop takes a page that is
+  // mapped: each load is let go of before the next drop.
+  {  // Just written: every page in the page cache, nothing to say.
+    auto cached = load_model(nullptr, f.plan());
+    REQUIRE(cached.is_ok());
+    CHECK(cached->report.file_bytes == size);
+    CHECK(cached->report.bytes_from_disk == 0);
+    CHECK(cached->report.page_cache().empty());
+  }
+  // The checkpoint's second half dropped: about half of it came from the disk, and the line says
+  // during which stages.
+  if (test::drop_from_page_cache(f.checkpoint, size / 2, 0) > 0.75) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  auto store = f.store();
+  {
+    auto cold = load_model(store.get(), f.plan());
+    REQUIRE(cold.is_ok());
+    (void)cold->publication.wait();
+    REQUIRE(cold->report.path == LoadPath::miss);
+    CHECK(cold->report.file_bytes == size);
+    const double share = static_cast<double>(cold->report.bytes_from_disk) / static_cast<double>(size);
+    CHECK(share > 0.4);
+    CHECK(share < 0.6);
+    const std::string said = cold->report.page_cache();
+    INFO(said);
+    CHECK(said.starts_with(format_size(cold->report.bytes_from_disk) + " of the checkpoint's " + format_size(size) +
+                           " not in the page cache, read from the disk during the ordinary load"));
+    CHECK(said.ends_with(" GB/s)"));
+    CHECK(cold->report.summary().find(said) != std::string::npos);
+  }
+  // The whole checkpoint dropped, a load without a cache: all of it. Then a hit, which reads the
+  // entry and not the checkpoint, speaks of the entry's files (just written: in the page cache).
+  REQUIRE(test::drop_from_page_cache(f.checkpoint, 0, 0) < 0.25);
+  {
+    auto ordinary = load_model(nullptr, f.plan());
+    REQUIRE(ordinary.is_ok());
+    CHECK(ordinary->report.bytes_from_disk > size * 9 / 10);
+    CHECK(ordinary->report.bytes_from_disk <= size);
+  }
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(warm->report.file_bytes > 0);
+  CHECK(warm->report.file_bytes != size);
+  CHECK(warm->report.page_cache().empty());
 }
 
 TEST_CASE("a stage that fails appears in the report with its error, and the load goes on to the next tier",
