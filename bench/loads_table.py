@@ -16,7 +16,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from loads_jsonl import measurements
+from loads_jsonl import Measurement, measurements
 
 
 def groups(rows):
@@ -41,7 +41,8 @@ def heading(rounds, r):
 
 def table(rows, against):
     rounds = sorted({(m.started, m.round) for m in rows})
-    by_loader = defaultdict(dict)  # label -> (started, round) -> Measurement (the best of that round's lines)
+    # label -> (started, round) -> the best of that round's lines
+    by_loader: defaultdict[str, dict[tuple[int, int], Measurement]] = defaultdict(dict)
     for m in rows:
         cell = by_loader[label(m)]
         r = (m.started, m.round)

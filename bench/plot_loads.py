@@ -30,7 +30,7 @@ LINES = [
 
 def points(paths, page_cache):
     """{(source, name): {size_gib: GB/s}} for TP 1 loads with that page-cache state."""
-    out = defaultdict(dict)
+    out: defaultdict[tuple[str, str], dict[float, float]] = defaultdict(dict)
     for m in measurements(paths):
         if m.tp_size != 1 or m.page_cache != page_cache:
             continue
