@@ -25,6 +25,7 @@
 #include "snapcache/pipeline.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
+#include "util/page_cache.h"
 
 namespace snapcache {
 namespace {
@@ -113,7 +114,7 @@ std::uint64_t stored_bytes_off_page_cache(const HostStorages& served) {
   std::uint64_t total = 0;
   for (const StoredFile* f : stored_files_of(served))
     if (const std::optional<double> share = f->resident_share())
-      total += static_cast<std::uint64_t>(static_cast<double>(f->size()) * (1.0 - std::clamp(*share, 0.0, 1.0)));
+      total += util::bytes_off_page_cache(f->size(), *share);
   return total;
 }
 

@@ -43,6 +43,10 @@ std::optional<double> resident_share(const void* data, std::uint64_t size, std::
   return static_cast<double>(resident) / static_cast<double>(counted);
 }
 
+std::uint64_t bytes_off_page_cache(std::uint64_t size, double resident_share) {
+  return static_cast<std::uint64_t>(static_cast<double>(size) * (1.0 - std::clamp(resident_share, 0.0, 1.0)));
+}
+
 Result<FileResidency> residency_of(FileSystem& fs, const std::string& path) {
   auto fd = fs.open(path, OpenMode::read, Follow::yes);
   if (!fd) return fd.status();
@@ -52,7 +56,7 @@ Result<FileResidency> residency_of(FileSystem& fs, const std::string& path) {
   if (!mapping) return mapping.status().with_context(path);
   const std::optional<double> share = resident_share(mapping->data(), id->size);
   if (!share) return Status(StatusCode::unsupported, path + ": the kernel did not say which pages are in the page cache");
-  return FileResidency{id->size, static_cast<std::uint64_t>(static_cast<double>(id->size) * (1.0 - std::clamp(*share, 0.0, 1.0)))};
+  return FileResidency{id->size, bytes_off_page_cache(id->size, *share)};
 }
 
 }  // namespace snapcache::util

@@ -21,6 +21,9 @@ namespace snapcache::util {
 // nullopt when the kernel does not answer (mincore fails); 1 for an empty mapping.
 std::optional<double> resident_share(const void* data, std::uint64_t size, std::size_t samples = 1024);
 
+// Of `size` bytes with that share of them in the page cache, those that are not.
+std::uint64_t bytes_off_page_cache(std::uint64_t size, double resident_share);
+
 // A file's bytes, and how many of them are not in the page cache (resident_share's sample).
 struct FileResidency {
   std::uint64_t size = 0;
