@@ -172,7 +172,8 @@ struct LoadReport {
   // the key, LoadPlan::hash_checkpoint_contents, was read by then). What a first load, or a restart
   // after a reboot or under memory pressure, pays; page_cache() says it in words, with the time of
   // the stages that read it (a hit: read-ahead, upload; from the checkpoint: the ordinary load,
-  // post-load, the upload) and the rate that makes.
+  // post-load, the upload) and, on a hit with a quarter or more of the entry from the disk, the
+  // rate that makes (a loader reads what it needs of a checkpoint, which the library does not see).
   std::uint64_t bytes_from_disk = 0;
   // Of the bytes the upload read and checked, those it read around the page cache, straight from
   // the disk (StagedUploadOptions::read_uncached).

@@ -120,7 +120,8 @@ void bind_report(py::module_& m) {
       .def_readonly("seconds", &LoadReport::seconds)
       .def("integrity", &LoadReport::integrity, "bytes_checked and bytes_trusted in words.")
       .def("page_cache", &LoadReport::page_cache,
-           "bytes_from_disk in words, with the time and rate of the stages that read it; '' when none.")
+           "bytes_from_disk in words, with the time of the stages that read it (and, on a hit, the rate); '' "
+           "when none.")
       .def("summary", &LoadReport::summary, "The load's log line.")
       .def("table", &LoadReport::table, "Stages, times and bytes, one per line.")
       .def("__str__", &LoadReport::summary)
