@@ -13,10 +13,14 @@
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P] [--pin-ahead 0|1]
-//                            [--direct-share S] [--drop-cache 1 [--prime 1] [--disk ROWS]]
+//                            [--direct-share S] [--checkpoint-files 0|1] [--checkpoint-read-ahead 0|1]
+//                            [--drop-cache 1 [--prime 1] [--disk ROWS]]
 // --runs: each load R times (new processes), the best and the median printed;
-// --threads/--chunk-mib/--pinned-mib/--direct-share: the engine's options (StagedUploadOptions) for
-// every load that uses it, to measure one at a time.
+// --threads/--chunk-mib/--pinned-mib/--direct-share/--pin-ahead/--checkpoint-files: the engine's
+// options (StagedUploadOptions) for every load that uses it, to measure one at a time
+// (--checkpoint-files 0: a load from the checkpoint copies what the loader handed on untouched
+// out of the mapping instead of reading the file). --checkpoint-read-ahead 0: the ordinary tier
+// does not read a checkpoint off the page cache ahead of the loader (OrdinaryTierOptions).
 // --drop-cache 1: every file under the work directory (the checkpoint, the cache's entries) is
 // dropped from the page cache before each load (posix_fadvise DONTNEED after sync; the share of
 // the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
@@ -60,6 +64,7 @@
 
 #include "dit_model.h"
 #include "snapcache/extend/gpu_upload.h"
+#include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
@@ -82,6 +87,7 @@ struct Options {
   std::string only;     // comma-separated loads; empty: all
   StagedUploadOptions engine;
   bool engine_set = false;
+  OrdinaryTierOptions ordinary;  // --checkpoint-read-ahead
   bool drop_cache = false;
   bool prime = false;
   std::string disk_rows;  // empty: all
@@ -95,8 +101,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 demo::DitConfig config_for(const Options& o) {
   demo::DitConfig dit;
   dit.tp_size = o.tp_size;
-  const std::uint64_t per_layer = demo::checkpoint_bytes({dit.hidden, 1, dit.heads, dit.tokens, 0, 1, 1});
-  dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.size_mib * (1ull << 20) / per_layer));
+  dit.layers = demo::layers_for(dit, static_cast<std::uint64_t>(o.size_mib * (1ull << 20)));
   return dit;
 }
 
@@ -118,6 +123,7 @@ int measure(const Options& o) {
   if (o.measure == "ordinary" || o.measure == "ordinary-whole") cache = nullptr;
   if (o.measure == "ordinary-whole") plan = demo::with_whole_loader(std::move(plan));
   if (o.engine_set) plan.uploader = staged_uploader(o.engine);
+  if (!o.ordinary.read_ahead) plan.tiers = {snapshot_tier(), ordinary_tier(o.ordinary)};
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
   if (o.measure == "warm-view-only" || o.measure == "warm-view-only-uncached")
     plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
@@ -300,6 +306,8 @@ int main(int argc, char** argv) {
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
     else if (flag == "--pin-ahead") o.engine.pin_ahead = value == "1", o.engine_set = true;
+    else if (flag == "--checkpoint-files") o.engine.read_checkpoint_files = value == "1", o.engine_set = true;
+    else if (flag == "--checkpoint-read-ahead") o.ordinary.read_ahead = value == "1";
     else if (flag == "--drop-cache") o.drop_cache = value == "1";
     else if (flag == "--prime") o.prime = value == "1";
     else if (flag == "--disk") o.disk_rows = value;
@@ -370,7 +378,9 @@ int main(int argc, char** argv) {
     if (o.engine_set)
       args.insert(args.end(), {"--chunk-mib", std::to_string(o.engine.chunk_bytes >> 20), "--pinned-mib",
                                std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
-                               fmt::format("{}", o.engine.direct_share), "--pin-ahead", o.engine.pin_ahead ? "1" : "0"});
+                               fmt::format("{}", o.engine.direct_share), "--pin-ahead", o.engine.pin_ahead ? "1" : "0",
+                               "--checkpoint-files", o.engine.read_checkpoint_files ? "1" : "0"});
+    if (!o.ordinary.read_ahead) args.insert(args.end(), {"--checkpoint-read-ahead", "0"});
     Row row{what};
     std::vector<double> all;
     for (int run = 0; run < (what == "cold" ? 1 : o.runs); ++run) {  // a cold load happens once

@@ -25,6 +25,7 @@ DESIGN = ROOT / "docs" / "design.md"
 # Files that may call the file system directly, and why. Everything else goes through FileSystem.
 RAW_FILE_CALLS = {
     "src/util/posix_file_system.cpp": "the seam itself",
+    "src/util/page_map.cpp": "/proc/self/pagemap: this process's own page tables, not a file",
     "src/ipc/unix_socket.cpp": "sockets and their lock files in a private socket directory, not the cache",
     "src/ipc/private_dir.cpp": "the private socket directory, not the cache",
     "src/donor/list_donors.cpp": "lists the socket directory, not the cache",

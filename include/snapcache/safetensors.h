@@ -1,6 +1,8 @@
 // safetensors files: a strict reader (the format's validation rules, clear errors on malformed
 // files) and a writer. The reader maps the file; each tensor it hands out owns its own storage
-// over the mapping and keeps the mapping alive.
+// over the mapping and keeps the mapping alive. A load from the checkpoint reads the bytes of the
+// tensors a loader hands on untouched from the file itself, through the FileSystem the file was
+// opened with (docs/loading.md).
 //
 // Format: header_size:u64 (little-endian) | header: JSON, header_size bytes | data
 //   header = { "__metadata__": {str: str}?, NAME: {"dtype": D, "shape": [n...], "data_offsets": [b, e]} ... }
@@ -18,6 +20,8 @@
 #include "snapcache/safetensors_header.h"
 
 namespace snapcache {
+
+class StoredFile;
 
 class SNAPCACHE_API SafetensorsFile {
  public:
@@ -38,7 +42,8 @@ class SNAPCACHE_API SafetensorsFile {
   std::string path_;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
-  std::shared_ptr<MappedRegion> mapping_;
+  std::shared_ptr<StoredFile> file_;  // the open file and its mapping
+  std::byte* mapped_ = nullptr;        // the file's byte 0 in the mapping
   std::uint64_t data_start_ = 0;
 };
 

@@ -487,7 +487,12 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
       .def("name", &Tier::name)
       .def("__repr__", [](const Tier& t) { return "Tier(" + t.name() + ")"; });
   m.def("snapshot_tier", &snapshot_tier, "The disk tier: the store's snapshot, checked; publishes a cold load.");
-  m.def("ordinary_tier", &ordinary_tier, "The plan's ordinary loader, its output checked against `expected`.");
+  const OrdinaryTierOptions ordinary_defaults;  // the C++ defaults, stated once (extend/tier.h)
+  m.def(
+      "ordinary_tier", [](bool read_ahead) { return ordinary_tier({.read_ahead = read_ahead}); }, py::kw_only(),
+      py::arg("read_ahead") = ordinary_defaults.read_ahead,
+      "The plan's ordinary loader, its output checked against `expected`. With `read_ahead`, a checkpoint mostly "
+      "off the page cache is read ahead, whole and in order, while a loader that reads it whole (TP 1, PP 1) runs.");
   m.def("default_tiers", &default_tiers, "snapshot_tier(), then ordinary_tier().");
   m.def(
       "donor_tier",

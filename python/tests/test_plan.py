@@ -41,6 +41,9 @@ def test_tiers_by_object_name_or_string():
     plan.tiers = [snapcache.donor_tier(required=True, timeout=0.5), "snapshot", snapcache.ordinary_tier()]
     assert [t.name() for t in plan.tiers] == ["donor", "snapshot", "ordinary"]
     assert [t.name() for t in snapcache.default_tiers()] == ["snapshot", "ordinary"]
+    assert snapcache.ordinary_tier(read_ahead=False).name() == "ordinary"
+    with pytest.raises(TypeError):
+        snapcache.ordinary_tier(False)  # type: ignore[misc]  # keyword only: the mistake under test
     with pytest.raises(snapcache.InvalidArgument, match="unknown tier 'disk'"):
         plan.tiers = "disk"
 

@@ -43,6 +43,7 @@
 #include "gpu/staging.h"
 #include "gpu/cuda_status.h"
 #include "gpu/device_transpose.h"
+#include "loaders/checkpoint_file.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
@@ -71,6 +72,20 @@ constexpr std::size_t kRegisteredPerWorker = 2;
 constexpr std::size_t kPinningThreads = 4;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
+
+// `host` with the checkpoint files forgotten (StagedUploadOptions::read_checkpoint_files off): those
+// storages, and conversions' sources, are read from memory, as before the engine read checkpoints.
+HostStorages without_checkpoint_files(const HostStorages& host) {
+  HostStorages copy = host;
+  auto in_checkpoint = [](const std::optional<StoredBytes>& f) {
+    return f && dynamic_cast<const loaders::CheckpointFile*>(f->file.get()) != nullptr;
+  };
+  for (HostStorage& s : copy.storages) {
+    if (in_checkpoint(s.file)) s.file.reset();
+    if (s.pending && in_checkpoint(s.pending->source_file)) s.pending->source_file.reset();
+  }
+  return copy;
+}
 
 // Copies on one stream into the load's device allocation; transposes through `scratch`.
 class DeviceSink final : public gpu::StagingSink {
@@ -266,7 +281,9 @@ class StagedUploader final : public Uploader {
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
     // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
     // (a smaller one would refuse the load, and the per-storage copy is many times slower).
-    auto plan = gpu::plan_staging(host, options_.chunk_bytes, options_.check_files, gpu::BufferFit::grow);
+    const HostStorages staged = options_.read_checkpoint_files ? HostStorages{} : without_checkpoint_files(host);
+    auto plan = gpu::plan_staging(options_.read_checkpoint_files ? host : staged, options_.chunk_bytes,
+                                  options_.check_files, gpu::BufferFit::grow);
     if (!plan) return plan.status().with_context("planning the upload");
     // Two buffers per worker: one is read into while the bus sends the other.
     if (options_.pinned_bytes < 2 * plan->buffer_bytes)

@@ -17,6 +17,10 @@ using util::div_up;
 
 using Plan = StagingPlan;
 
+// Needs of a file without checksums closer than this are read as one run: reading the bytes
+// between them costs less than another unit.
+constexpr std::uint64_t kUnreadGap = 64ull << 10;
+
 // The rows of a transpose need that begin in [begin, end): [first, last).
 std::pair<std::uint64_t, std::uint64_t> rows_begun_in(const Plan::Need& n, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t rb = n.row_bytes();
@@ -64,7 +68,9 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
   auto file_source = [&](const StoredBytes& f) {
     auto [it, added] = file_sources.emplace(f.file.get(), static_cast<std::uint32_t>(plan.sources.size()));
     if (added) {
-      plan.sources.push_back({f.file.get(), check_files, nullptr, check_files ? f.file->size() : 0});
+      // A file without checksums (a checkpoint's, loaders/checkpoint_file.h) has nothing to check.
+      const bool checked = check_files && f.file->chunk_bytes() != 0;
+      plan.sources.push_back({f.file.get(), checked, nullptr, checked ? f.file->size() : 0});
       needs_of.emplace_back();
     }
     return it->second;
@@ -159,7 +165,22 @@ Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_
       src.size = end;
       if ((buffer_bytes - tail) / 4096 == 0)
         return Status(StatusCode::unsupported, fmt::format("a {}-byte staging buffer is too small", buffer_bytes));
-      add_units(plan, i, needs_of[i], begin / 4096 * 4096, end, (buffer_bytes - tail) / 4096 * 4096, false);
+      // Only what the needs cover is read: units are cut over each run of needs no more than
+      // kUnreadGap apart. A checkpoint's file holds whole tensors of which a TP rank needs a share;
+      // units cut over the whole span would each read a buffer's worth for a need of any size.
+      std::vector<std::uint32_t> by_begin = needs_of[i];
+      std::sort(by_begin.begin(), by_begin.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return plan.needs[a].begin < plan.needs[b].begin; });
+      for (std::size_t first = 0; first < by_begin.size();) {
+        std::uint64_t run_end = plan.needs[by_begin[first]].end;
+        std::size_t last = first + 1;
+        for (; last < by_begin.size() && plan.needs[by_begin[last]].begin <= run_end + kUnreadGap; ++last)
+          run_end = std::max(run_end, plan.needs[by_begin[last]].end);
+        const std::uint64_t run_begin = plan.needs[by_begin[first]].begin / 4096 * 4096;
+        add_units(plan, i, {by_begin.begin() + first, by_begin.begin() + last}, run_begin, run_end,
+                  (buffer_bytes - tail) / 4096 * 4096, false);
+        first = last;
+      }
     }
   }
   return plan;

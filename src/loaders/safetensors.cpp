@@ -10,6 +10,7 @@
 #include <array>
 #include <cstring>
 
+#include "loaders/checkpoint_file.h"
 #include "util/fmt.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
@@ -43,9 +44,10 @@ Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   auto entries = parse_safetensors_header(header, id->size - file->data_start_, &file->metadata_);
   if (!entries) return with_path(entries.status());
   file->entries_ = std::move(*entries);
-  auto region = fs->map(fd->get(), id->size, MapMode::copy_on_write_private);
-  if (!region) return with_path(region.status());
-  file->mapping_ = std::make_shared<MappedRegion>(std::move(*region));
+  auto mapped = loaders::CheckpointFile::map(std::move(fs), path, std::move(*fd), id->size);
+  if (!mapped) return mapped.status();
+  file->mapped_ = (*mapped)->data();
+  file->file_ = std::move(*mapped);
   return file;
 }
 
@@ -58,8 +60,8 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 Result<at::Tensor> SafetensorsFile::tensor(const std::string& name) const {
   const SafetensorsEntry* e = find(name);
   if (e == nullptr) return Status(StatusCode::not_found, fmt::format("{}: no tensor '{}'", path_, name));
-  void* data = mapping_->data() + data_start_ + e->begin;
-  auto* owner = new std::shared_ptr<MappedRegion>(mapping_);
+  void* data = mapped_ + data_start_ + e->begin;
+  auto* owner = new std::shared_ptr<StoredFile>(file_);
   auto options = at::TensorOptions().dtype(to_scalar_type(e->dtype));
   return at::from_blob(
       data, e->shape, [owner](void*) { delete owner; }, options);

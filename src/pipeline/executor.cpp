@@ -278,8 +278,12 @@ Result<NamedTensors> use_served(Load& load, const std::vector<std::shared_ptr<Ti
   // Asked before post-load methods or the upload read them into the page cache.
   const std::uint64_t from_disk = report.path == LoadPath::hit ? stored_bytes_off_page_cache(served.storages) : 0;
   // Not in the page cache: what the post-load methods read, read ahead in parallel instead of a
-  // page fault at a time (pipeline/read_ahead.h).
-  if (from_disk > 0 && !plan.post_load.empty()) {
+  // page fault at a time (pipeline/read_ahead.h). From a hit's files, or from the checkpoint's
+  // (the storages the ordinary tier found untouched in its mapping), which was asked about before
+  // the loader ran.
+  const bool off_page_cache =
+      from_disk > 0 || (served.provenance == Provenance::source && report.bytes_from_disk > 0);
+  if (off_page_cache && !plan.post_load.empty()) {
     StageTimer ahead(report, "read-ahead");
     ahead.done(pipeline::read_ahead_for_post_load(plan.post_load, tensors, served.storages));
   }

@@ -72,6 +72,21 @@ class Buffers {
   std::vector<std::unique_ptr<std::byte[]>> free_;
 };
 
+// Reads each piece into the page cache on kReaders threads, in order, adding the bytes read to
+// `bytes`; hands out no more once `stop` is set or a read fails.
+void read_pieces(const std::vector<Range>& pieces, const std::atomic<bool>* stop, std::atomic<std::uint64_t>& bytes) {
+  Buffers buffers;  // what is read lands in the page cache; these only receive a copy
+  (void)util::parallel_for(pieces.size(), kReaders, [&](std::size_t i) -> Status {
+    if (stop != nullptr && stop->load()) return Status(StatusCode::busy, "stopped");
+    const Range& piece = pieces[i];
+    auto buffer = buffers.take();
+    Status st = piece.file->read(buffer.get(), piece.begin, piece.end - piece.begin);
+    buffers.give_back(std::move(buffer));
+    if (st) bytes += piece.end - piece.begin;
+    return st;
+  });
+}
+
 }  // namespace
 
 std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoadMethod>>& methods,
@@ -99,16 +114,26 @@ std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoa
       pieces.push_back({merged.file, at, std::min(merged.end, at + kPieceBytes)});
   }
   std::atomic<std::uint64_t> bytes{0};
-  Buffers buffers;  // what is read lands in the page cache; these only receive a copy
-  (void)util::parallel_for(pieces.size(), kReaders, [&](std::size_t i) -> Status {
-    const Range& piece = pieces[i];
-    auto buffer = buffers.take();
-    Status st = piece.file->read(buffer.get(), piece.begin, piece.end - piece.begin);
-    buffers.give_back(std::move(buffer));
-    if (st) bytes += piece.end - piece.begin;
-    return st;
-  });
+  read_pieces(pieces, nullptr, bytes);
   return bytes.load();
+}
+
+FileReadAhead::FileReadAhead(std::vector<std::shared_ptr<const StoredFile>> files) : files_(std::move(files)) {
+  reader_ = std::thread([this] {
+    std::vector<Range> pieces;
+    for (const auto& file : files_)
+      for (std::uint64_t at = 0; at < file->size(); at += kPieceBytes)
+        pieces.push_back({file.get(), at, std::min(file->size(), at + kPieceBytes)});
+    read_pieces(pieces, &stopped_, bytes_);
+  });
+}
+
+FileReadAhead::~FileReadAhead() { (void)stop(); }
+
+std::uint64_t FileReadAhead::stop() {
+  stopped_ = true;
+  if (reader_.joinable()) reader_.join();
+  return bytes_.load();
 }
 
 }  // namespace snapcache::pipeline

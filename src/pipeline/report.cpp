@@ -45,17 +45,19 @@ std::string LoadReport::integrity() const {
 std::string LoadReport::page_cache() const {
   if (bytes_from_disk == 0) return "";
   // The stages that read the load's files, and their time. From the checkpoint, the loader reads
-  // what it fuses or converts, and post-load and the upload read the rest of its mapping; a
-  // streaming loader's parts went through post-load and the upload while it ran (their stages
-  // overlap it), so what was left after it is the rest. On a hit, the read-ahead and the upload:
-  // the upload's own rate would count the bytes a read-ahead had just brought in as read from disk.
+  // what it fuses or converts (a read-ahead of the file alongside it shares its time), and the
+  // read-ahead for post-load, post-load and the upload read the rest; a streaming loader's parts
+  // went through post-load and the upload while it ran (their stages overlap it), so what was left
+  // after it is the rest. On a hit, the read-ahead and the upload: the upload's own rate would
+  // count the bytes a read-ahead had just brought in as read from disk.
   const bool hit = path == LoadPath::hit;
   const bool streamed = std::any_of(stages.begin(), stages.end(),
                                     [](const StageTime& s) { return s.stage == "upload (after the loader)"; });
+  // A read-ahead alongside the loader is in the loader's time; the one before post-load is not.
   const std::vector<std::string_view> reading_stages =
       hit        ? std::vector<std::string_view>{"read-ahead", "upload"}
-      : streamed ? std::vector<std::string_view>{"ordinary load", "upload (after the loader)"}
-                 : std::vector<std::string_view>{"ordinary load", "post-load", "upload"};
+      : streamed ? std::vector<std::string_view>{"ordinary load", "read-ahead", "upload (after the loader)"}
+                 : std::vector<std::string_view>{"ordinary load", "read-ahead", "post-load", "upload"};
   double reading = 0;
   std::vector<std::string_view> read_in;
   for (const std::string_view stage : reading_stages)

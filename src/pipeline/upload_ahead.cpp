@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "loaders/checkpoint_file.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/host_to_device.h"
 #include "snapcache/extend/host_storage.h"
@@ -103,6 +104,7 @@ Status UploadAhead::prepare_and_upload(NamedTensors tensors) {
   part.targets.resize(plan_.post_load.size());
   auto raw = describe_host_storages(tensors);
   if (!raw) return raw.status();
+  loaders::mark_checkpoint_storages(*raw);  // as the ordinary tier marks the whole
   ServedStorages served(*raw);
   DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   LoadReport report;

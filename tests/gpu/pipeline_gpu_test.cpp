@@ -408,6 +408,63 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *warm)));
 }
 
+TEST_CASE("a cold load through the engine reads the loader's untouched tensors from the checkpoint file, exactly",
+          "[gpu]") {
+  for (int tp : {1, 2}) {
+    for (bool streamed : {false, true}) {
+      for (bool from_file : {true, false}) {
+        INFO("tp " << tp << (streamed ? ", streamed" : ", loader run whole")
+                   << (from_file ? ", from the file" : ", from the mapping (the default)"));
+        test::TempDir dir;
+        demo::DitConfig config;
+        config.hidden = 1024;  // conversions of 1 MiB and more: transposed on the device from the file's rows
+        config.layers = 4;
+        config.tp_rank = tp - 1;
+        config.tp_size = tp;
+        const std::string checkpoint = dir / "model.safetensors";
+        REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+        // The reference: the loader's tensors and the methods' on the host, no engine.
+        auto reference = load_model(nullptr, demo::with_whole_loader(demo::make_plan(config, checkpoint, c10::kCPU)));
+        REQUIRE(reference.is_ok());
+
+        auto fs = std::make_shared<FaultInjectingFileSystem>();
+        config.checkpoint_fs = fs;
+        LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+        if (!streamed) plan = demo::with_whole_loader(plan);
+        StagedUploadOptions options;
+        options.read_checkpoint_files = from_file;
+        plan.uploader = staged_uploader(options);
+        auto store = *Store::open(test::test_config(dir / "cache"));
+        auto cold = load_model(store.get(), plan);
+        REQUIRE(cold.is_ok());
+        CHECK(cold->report.path == LoadPath::miss);
+        CHECK_FALSE(fell_back(*cold));
+        CHECK_FALSE(has_stage(cold->report, "upload while loading"));
+        // From the file: the norms, scales, shares of rows and the conversions' sources; from the
+        // mapping, only the loader's two reads of the header.
+        if (from_file) CHECK(fs->bytes_read() > demo::checkpoint_bytes(config) / 8);
+        else CHECK(fs->calls(FsOp::pread) == 2);
+        CHECK(demo::identical(reference->weights, cold->weights));  // bit for bit, strides included
+        REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
+        if (!from_file) continue;
+
+        // The checkpoint's reads failing while staging: the plain copy uploads from the mapping.
+        test::TempDir other;
+        auto failing_store = *Store::open(test::test_config(other / "cache"));
+        fs->reset_counters();
+        fs->inject({FsOp::pread, EIO, 2, -1, false, ""});  // after the header's two reads
+        auto failed = load_model(failing_store.get(), plan);
+        fs->clear_faults();
+        REQUIRE(failed.is_ok());
+        CHECK(fs->faults_fired() > 0);
+        CHECK(fell_back(*failed));
+        CHECK(demo::identical(reference->weights, failed->weights));
+        REQUIRE(failed->publication.wait().outcome() == std::string_view("published"));
+      }
+    }
+  }
+}
+
 TEST_CASE("the engine writes layout conversions while staging and checks every byte, cold and warm", "[gpu]") {
   ConvertingModel m;
   const demo::DitConfig& config = m.config;

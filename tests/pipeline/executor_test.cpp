@@ -272,15 +272,20 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
         "(10.00 s)");
 
   // From the checkpoint: the loader reads what it needs of it (a TP rank, its slices), so the line
-  // gives the stages' time and no rate; post-load and the upload read the rest of its mapping, and
-  // a read-ahead is a hit's stage only.
+  // gives the stages' time and no rate; the read-ahead for post-load, post-load and the upload read
+  // the rest. The read-ahead alongside the loader is in the loader's time: not counted again.
   report.path = LoadPath::miss;
   report.bytes_from_disk = 8ull << 30;
-  report.stages = {{"key", 0.5, 0, ""}, {"lookup", 0.5, 0, ""}, {"ordinary load", 3.0, 16'000'000'000, ""},
-                   {"post-load", 0.5, 0, ""}, {"read-ahead", 6.0, 0, ""}, {"upload", 4.5, 16'000'000'000, ""}};
+  report.stages = {{"key", 0.5, 0, ""},
+                   {"lookup", 0.5, 0, ""},
+                   {"checkpoint read-ahead (with the loader)", 2.9, 16'000'000'000, ""},
+                   {"ordinary load", 3.0, 16'000'000'000, ""},
+                   {"read-ahead", 6.0, 0, ""},
+                   {"post-load", 0.5, 0, ""},
+                   {"upload", 4.5, 16'000'000'000, ""}};
   CHECK(report.page_cache() ==
         "8.0 GiB of the checkpoint's 16.0 GiB not in the page cache as the loader started: what the load read of it "
-        "came from the disk, during the ordinary load, the post-load and the upload (8.00 s)");
+        "came from the disk, during the ordinary load, the read-ahead, the post-load and the upload (14.00 s)");
   // A streaming loader's parts went through post-load and the upload while it ran (their stages
   // overlap its own); what was left after it is the rest of the reading.
   report.stages = {{"ordinary load", 7.0, 16'000'000'000, ""},
@@ -496,10 +501,14 @@ TEST_CASE("the uploader seam gets every load's host tensors and knows which stor
     CHECK_FALSE(uploader->written.at("blocks.0.mlp.down.weight"));
     // A method that may write in place marks its targets.
     CHECK(uploader->written.at("final_norm.weight"));
-    // Only a warm load's untouched storages are also in a file; what a method wrote never is.
+    // Untouched storages are also in a file: the snapshot's, or the checkpoint's where the loader
+    // handed on a tensor or a share of its rows as they lie there (not the fused QKV or a share of
+    // columns, which it wrote). What a method wrote never is.
     const bool warm = expected == LoadPath::hit;
     CHECK(uploader->in_file.at("blocks.0.attn.qkv.weight") == warm);
-    CHECK(uploader->in_file.at("blocks.0.mlp.up.weight_scale") == warm);
+    CHECK(uploader->in_file.at("blocks.0.mlp.down.weight") == warm);
+    CHECK(uploader->in_file.at("blocks.0.mlp.up.weight_scale"));
+    CHECK(uploader->in_file.at("blocks.0.norm1.weight"));
     CHECK_FALSE(uploader->in_file.at("blocks.0.attn.proj.weight"));
     CHECK_FALSE(uploader->in_file.at("final_norm.weight"));
   }

@@ -241,16 +241,17 @@ TEST_CASE("a load says how much of its entry was not in the page cache and came 
 namespace {
 
 // The share of a tensor's pages in the page cache when the method runs, asked of the kernel for
-// every page: a method that names the fused QKV weights (or, not promising to read only its
-// targets, may read anything) and reads nothing itself.
+// every page: a method that names the tensors whose names end with `suffix` (or, not promising to
+// read only its targets, may read anything) and reads nothing itself.
 class ResidencyMethod final : public PostLoadMethod {
  public:
-  explicit ResidencyMethod(bool reads_only_targets) : reads_only_targets_(reads_only_targets) {}
+  explicit ResidencyMethod(bool reads_only_targets, std::string suffix = "attn.qkv.weight")
+      : reads_only_targets_(reads_only_targets), suffix_(std::move(suffix)) {}
   std::string name() const override { return "residency"; }
   std::vector<std::string> targets(const NamedTensors& tensors) const override {
     std::vector<std::string> names;
     for (const auto& [n, t] : tensors)
-      if (n.ends_with("attn.qkv.weight")) names.push_back(n);
+      if (n.ends_with(suffix_)) names.push_back(n);
     return names;
   }
   MethodProperties properties() const override {
@@ -281,6 +282,7 @@ class ResidencyMethod final : public PostLoadMethod {
 
  private:
   bool reads_only_targets_;
+  std::string suffix_;
 };
 
 std::uint64_t read_ahead_bytes(const LoadReport& report) {
@@ -334,6 +336,36 @@ TEST_CASE("with the entry off the page cache the tensors the post-load methods r
   REQUIRE(all->report.path == LoadPath::hit);
   CHECK(reads_any->least == 1.0);
   CHECK(read_ahead_bytes(all->report) > size * 9 / 10);
+}
+
+TEST_CASE("with the checkpoint off the page cache a cold load reads ahead what the post-load methods read",
+          "[staging][disk][checkpoint]") {
+  StagingFixture f;
+  // The norms the loader hands on as the checkpoint's mapping holds them (so staged from the file).
+  auto residency = std::make_shared<ResidencyMethod>(true, "norm2.weight");
+  LoadPlan p = demo::with_whole_loader(f.plan_with(std::make_shared<HostStagingUploader>()));
+  p.post_load.push_back(residency);
+  const std::uint64_t size = std::filesystem::file_size(f.checkpoint);
+
+  // Just written, in the page cache: nothing read ahead.
+  auto cached = load_model(nullptr, p);
+  REQUIRE(cached.is_ok());
+  CHECK(read_ahead_bytes(cached->report) == 0);
+  CHECK(residency->least == 1.0);
+
+  if (drop_from_page_cache(f.checkpoint, 0, 0) > 0.25) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  residency->bytes = 0;
+  auto dropped = load_model(nullptr, p);
+  REQUIRE(dropped.is_ok());
+  CHECK(dropped->report.bytes_from_disk > size * 9 / 10);  // asked before the loader read anything
+  CHECK(residency->least == 1.0);
+  const std::uint64_t ahead = read_ahead_bytes(dropped->report);
+  CHECK(ahead >= residency->bytes);
+  CHECK(residency->bytes > 0);
+  CHECK(ahead < size / 4);  // the norms' pages, not the checkpoint
 }
 
 TEST_CASE("a load through the plain copy is trusted by identity, and says so", "[staging]") {

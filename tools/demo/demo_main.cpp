@@ -275,8 +275,7 @@ int main(int argc, char** argv) {
   demo::DitConfig dit;
   dit.tp_rank = o.tp_rank;
   dit.tp_size = o.tp_size;
-  const std::uint64_t per_layer = demo::checkpoint_bytes({dit.hidden, 1, dit.heads, dit.tokens, 0, 1, 1});
-  dit.layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.size_mib * (1ull << 20) / per_layer));
+  dit.layers = demo::layers_for(dit, static_cast<std::uint64_t>(o.size_mib * (1ull << 20)));
 
   while (o.work_dir.size() > 1 && o.work_dir.back() == '/') o.work_dir.pop_back();
   if (Status made = make_work_dir(o.work_dir); !made) return fail(made.to_string());

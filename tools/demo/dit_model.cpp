@@ -84,6 +84,12 @@ std::uint64_t checkpoint_bytes(const DitConfig& c) {
   return per_layer * static_cast<std::uint64_t>(c.layers) + h * 2;
 }
 
+std::int64_t layers_for(const DitConfig& config, std::uint64_t bytes) {
+  DitConfig one = config;
+  one.layers = 1;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / checkpoint_bytes(one)));
+}
+
 Status write_checkpoint(const DitConfig& c, const std::string& path) {
   const std::int64_t h = c.hidden;
   NamedTensors t;
@@ -136,7 +142,7 @@ LoadPlan make_plan(const DitConfig& c, const std::string& checkpoint_path, c10::
 
   // A layer at a time: a cold load uploads each layer while the loader makes the next.
   plan.streaming_loader = [c](const LoadPlan& p, TensorSink& sink) -> Status {
-    auto file = SafetensorsFile::open(p.checkpoint_files.at(0));
+    auto file = SafetensorsFile::open(p.checkpoint_files.at(0), c.checkpoint_fs ? c.checkpoint_fs : posix_file_system());
     if (!file) return file.status();
     auto get = [&](const std::string& name) { return (*file)->tensor(name); };
     const int r = c.tp_rank, parts = c.tp_size;

@@ -4,8 +4,10 @@
 // cross-layer fused norm table and a RoPE table).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/pipeline.h"
 
 namespace snapcache::demo {
@@ -18,10 +20,15 @@ struct DitConfig {
   int tp_rank = 0;
   int tp_size = 1;
   std::uint32_t seed = 1;
+  // What the loader opens the checkpoint through (null: the POSIX file system); the tests count and
+  // fail its reads.
+  std::shared_ptr<FileSystem> checkpoint_fs;
 };
 
 // Bytes of the full checkpoint for a config.
 std::uint64_t checkpoint_bytes(const DitConfig& config);
+// The layers (at least one) of a checkpoint of about `bytes` at the config's width.
+std::int64_t layers_for(const DitConfig& config, std::uint64_t bytes);
 
 // Writes the full (unsharded) checkpoint with deterministic contents, not from torch's RNG.
 Status write_checkpoint(const DitConfig& config, const std::string& path);

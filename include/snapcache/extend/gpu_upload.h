@@ -66,6 +66,14 @@ struct StagedUploadOptions {
   // the page cache. Off by default: on the GPU machine's virtual disk the buffered reads were as
   // fast (view-only loads) or faster (12%, the demo's; docs/performance.md, fourteenth session).
   bool read_uncached = false;
+  // Read what a load from the checkpoint found untouched in a SafetensorsFile's mapping (the
+  // tensors its loader handed on as the file holds them) from the checkpoint file, in units of
+  // the runs of bytes they cover, through the FileSystem it was opened with, as a snapshot's files
+  // are read, instead of copying them out of the mapping. Off by default: on the GPU machine it was
+  // no faster (16 GiB, the demo's loader run whole, page cache warm: the upload took 361-373 ms
+  // against 349-356 from the mapping; 1 GiB: the same within 5 ms; with the page cache dropped the
+  // read-ahead leaves the upload the page cache either way; docs/performance.md, sixteenth session).
+  bool read_checkpoint_files = false;
 };
 
 // An uploader with its own staging pool. Uploaders made with equal options share one pool; a load

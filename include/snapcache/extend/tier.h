@@ -108,8 +108,16 @@ class SNAPCACHE_API Tier {
 // The disk tier: looks the key up in the store, checks the entry against the plan's expected
 // layout, and serves CPU tensors over its private mapping; keeps a cold load by publishing it.
 SNAPCACHE_API std::shared_ptr<Tier> snapshot_tier();
+struct OrdinaryTierOptions {
+  // When a quarter or more of a checkpoint file is not in the page cache as the loader starts, and
+  // the load reads the checkpoint whole (TP 1, PP 1: a TP rank reads its slices), read the file
+  // whole, in order, on threads of the tier's own while the loader runs (16 GiB on the GPU
+  // machine, the page cache dropped: docs/performance.md, sixteenth session). Off: the loader's
+  // page faults read what it needs.
+  bool read_ahead = true;
+};
 // The plan's ordinary loader, with its output checked against the declared layout.
-SNAPCACHE_API std::shared_ptr<Tier> ordinary_tier();
+SNAPCACHE_API std::shared_ptr<Tier> ordinary_tier(const OrdinaryTierOptions& options = {});
 // What a plan without tiers of its own uses: snapshot_tier(), then ordinary_tier().
 SNAPCACHE_API std::vector<std::shared_ptr<Tier>> default_tiers();
 
