@@ -492,7 +492,8 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
       "ordinary_tier", [](bool read_ahead) { return ordinary_tier({.read_ahead = read_ahead}); }, py::kw_only(),
       py::arg("read_ahead") = ordinary_defaults.read_ahead,
       "The plan's ordinary loader, its output checked against `expected`. With `read_ahead`, a checkpoint mostly "
-      "off the page cache is read ahead, whole and in order, while a loader that reads it whole (TP 1, PP 1) runs.");
+      "off the page cache is read ahead, whole and in order, while a loader that reads it whole (onto a device, TP 1, "
+      "PP 1) runs.");
   m.def("default_tiers", &default_tiers, "snapshot_tier(), then ordinary_tier().");
   m.def(
       "donor_tier",

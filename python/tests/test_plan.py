@@ -43,7 +43,7 @@ def test_tiers_by_object_name_or_string():
     assert [t.name() for t in snapcache.default_tiers()] == ["snapshot", "ordinary"]
     assert snapcache.ordinary_tier(read_ahead=False).name() == "ordinary"
     with pytest.raises(TypeError):
-        snapcache.ordinary_tier(False)  # type: ignore[misc]  # keyword only: the mistake under test
+        snapcache.ordinary_tier(False)  # type: ignore[call-arg]  # keyword only: the mistake under test
     with pytest.raises(snapcache.InvalidArgument, match="unknown tier 'disk'"):
         plan.tiers = "disk"
 

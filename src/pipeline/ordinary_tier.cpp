@@ -45,11 +45,13 @@ std::vector<std::string> note_checkpoint_off_page_cache(LoadContext& load, FileS
   return off;
 }
 
-// Those files, to read ahead of a loader that reads the checkpoint whole (not a TP or PP rank's).
+// Those files, to read ahead of a load that reads the checkpoint whole: onto a device (whose upload
+// reads every byte the loader did not; a CPU load hands out what the loader returned), and not a
+// TP or PP rank's (which reads its slices).
 std::vector<std::shared_ptr<const StoredFile>> to_read_ahead(const LoadPlan& plan, const std::shared_ptr<FileSystem>& fs,
                                                              const std::vector<std::string>& paths) {
   std::vector<std::shared_ptr<const StoredFile>> files;
-  if (plan.topology.tp_size != 1 || plan.topology.pp_size != 1) return files;
+  if (plan.device.is_cpu() || plan.topology.tp_size != 1 || plan.topology.pp_size != 1) return files;
   for (const std::string& path : paths)
     if (auto file = loaders::CheckpointFile::open(fs, path)) files.push_back(std::move(*file));
   return files;

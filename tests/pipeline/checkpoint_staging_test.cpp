@@ -262,6 +262,35 @@ const StageTime* stage_named(const LoadReport& report, std::string_view name) {
 
 constexpr std::string_view kWithLoader = "checkpoint read-ahead (with the loader)";
 
+// Tensors of their own, with the same strides: a CPU load's weights lie in the checkpoint's
+// mapping, and no page cache drop takes a mapped page.
+NamedTensors owned_copy(const NamedTensors& tensors) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors) out.emplace_back(name, t.clone());
+  return out;
+}
+
+// Loads `plan` without a cache and keeps its weights' own copies, waiting until nothing of the load
+// holds the checkpoint's mapping (what a load onto a device holds is let go on a thread of its own).
+LoadedModel loaded_and_let_go(const LoadPlan& plan) {
+  auto loaded = load_model(nullptr, plan);
+  REQUIRE(loaded.is_ok());
+  loaded->weights = owned_copy(loaded->weights);
+  wait_for_publications();
+  return std::move(*loaded);
+}
+
+// The demo's plan, its loader run whole, as a load onto a device, whose upload reads every byte:
+// the engine's host half stands for the engine, and the device is named, never touched (no
+// refresh hooks).
+LoadPlan onto_device(const test::DemoFixture& f) {
+  LoadPlan plan = demo::with_whole_loader(f.plan());
+  plan.device = c10::Device(c10::kCUDA, 0);
+  plan.uploader = std::make_shared<HostStagingUploader>();
+  plan.refresh_hooks.clear();
+  return plan;
+}
+
 }  // namespace
 
 TEST_CASE("a checkpoint off the page cache is read ahead while a loader that reads it whole runs",
@@ -271,52 +300,49 @@ TEST_CASE("a checkpoint off the page cache is read ahead while a loader that rea
   f.config.hidden = 1024;
   f.config.layers = 4;
   REQUIRE(demo::write_checkpoint(f.config, f.checkpoint).is_ok());
-  const LoadedModel reference = f.reference();
+  const NamedTensors reference = owned_copy(f.reference().weights);
   const std::uint64_t size = std::filesystem::file_size(f.checkpoint);
-  LoadPlan plan = demo::with_whole_loader(f.plan());
+  const LoadPlan plan = onto_device(f);
 
-  // In the page cache (just read by the reference): nothing to read ahead.
-  auto cached = load_model(nullptr, plan);
-  REQUIRE(cached.is_ok());
-  CHECK(stage_named(cached->report, kWithLoader) == nullptr);
+  // In the page cache (just written): nothing to read ahead.
+  CHECK(stage_named(loaded_and_let_go(plan).report, kWithLoader) == nullptr);
 
   if (test::drop_from_page_cache(f.checkpoint, 0, 0) > 0.25) {
     WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
     return;
   }
-  auto dropped = load_model(nullptr, plan);
-  REQUIRE(dropped.is_ok());
-  const StageTime* ahead = stage_named(dropped->report, kWithLoader);
+  const LoadedModel dropped = loaded_and_let_go(plan);
+  const StageTime* ahead = stage_named(dropped.report, kWithLoader);
   REQUIRE(ahead != nullptr);
   CHECK(ahead->bytes > 0);
   CHECK(ahead->bytes <= size);
   CHECK(ahead->error.empty());
-  CHECK(demo::identical(reference.weights, dropped->weights));
+  CHECK(dropped.report.bytes_from_disk > size * 9 / 10);
+  CHECK(demo::identical(reference, dropped.weights));
   // Its time is the loader's: the report's disk line does not count it again.
-  CHECK(dropped->report.page_cache().find("read-ahead (with") == std::string::npos);
+  CHECK(dropped.report.page_cache().find("read-ahead (with") == std::string::npos);
 
-  // Not asked for, or a TP rank (which reads its slices): the loader's faults read what it needs.
-  REQUIRE(test::drop_from_page_cache(f.checkpoint, 0, 0) < 0.25);
+  // Not asked for, a CPU load (which hands out what the loader returned) or a TP rank (which reads
+  // its slices): the loader's faults read what it needs.
   LoadPlan without = plan;
   without.tiers = {ordinary_tier({.read_ahead = false})};
-  auto plain = load_model(nullptr, without);
-  REQUIRE(plain.is_ok());
-  CHECK(stage_named(plain->report, kWithLoader) == nullptr);
-  CHECK(plain->report.bytes_from_disk > size * 9 / 10);
-  CHECK(demo::identical(reference.weights, plain->weights));
-
   test::DemoFixture rank;  // rank 1 of 2
-  REQUIRE(test::drop_from_page_cache(rank.checkpoint, 0, 0) < 0.25);
-  auto sliced = load_model(nullptr, demo::with_whole_loader(rank.plan()));
-  REQUIRE(sliced.is_ok());
-  CHECK(stage_named(sliced->report, kWithLoader) == nullptr);
+  for (const auto& [what, p] : std::vector<std::pair<std::string, LoadPlan>>{
+           {"not asked for", without}, {"a CPU load", demo::with_whole_loader(f.plan())}, {"a TP rank", onto_device(rank)}}) {
+    INFO(what);
+    const std::string& path = what == "a TP rank" ? rank.checkpoint : f.checkpoint;
+    REQUIRE(test::drop_from_page_cache(path, 0, 0) < 0.25);
+    const LoadedModel loaded = loaded_and_let_go(p);
+    CHECK(loaded.report.bytes_from_disk > std::filesystem::file_size(path) * 9 / 10);
+    CHECK(stage_named(loaded.report, kWithLoader) == nullptr);
+  }
 }
 
 TEST_CASE("a read-ahead of the checkpoint that cannot read stops quietly and the load goes on", "[checkpoint][disk]") {
   test::DemoFixture f;
   f.config = test::small_dit_config(0, 1);
   REQUIRE(demo::write_checkpoint(f.config, f.checkpoint).is_ok());
-  const LoadedModel reference = f.reference();
+  const NamedTensors reference = owned_copy(f.reference().weights);
   if (test::drop_from_page_cache(f.checkpoint, 0, 0) > 0.25) {
     WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
     return;
@@ -326,13 +352,13 @@ TEST_CASE("a read-ahead of the checkpoint that cannot read stops quietly and the
   auto fs = std::make_shared<FaultInjectingFileSystem>();
   auto store = f.store(fs);
   fs->inject({.op = FsOp::pread, .sys_errno = EIO, .skip = 0, .times = -1, .path_contains = ""});
-  auto loaded = load_model(store.get(), demo::with_whole_loader(f.plan()));
+  auto loaded = load_model(store.get(), onto_device(f));
   fs->clear_faults();
   REQUIRE(loaded.is_ok());
   CHECK(fs->faults_fired() > 0);
   const StageTime* ahead = stage_named(loaded->report, kWithLoader);
   REQUIRE(ahead != nullptr);
   CHECK(ahead->bytes == 0);
-  CHECK(demo::identical(reference.weights, loaded->weights));
+  CHECK(demo::identical(reference, loaded->weights));
   (void)loaded->publication.wait();
 }

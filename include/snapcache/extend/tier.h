@@ -110,10 +110,10 @@ class SNAPCACHE_API Tier {
 SNAPCACHE_API std::shared_ptr<Tier> snapshot_tier();
 struct OrdinaryTierOptions {
   // When a quarter or more of a checkpoint file is not in the page cache as the loader starts, and
-  // the load reads the checkpoint whole (TP 1, PP 1: a TP rank reads its slices), read the file
-  // whole, in order, on threads of the tier's own while the loader runs (16 GiB on the GPU
-  // machine, the page cache dropped: docs/performance.md, sixteenth session). Off: the loader's
-  // page faults read what it needs.
+  // the load reads the checkpoint whole (onto a device, whose upload reads every byte; TP 1, PP 1:
+  // a TP rank reads its slices), read the file whole, in order, on threads of the tier's own while
+  // the loader runs, so the loader's page faults find its pages there (docs/performance.md,
+  // sixteenth session). Off: the loader's page faults read what it needs, a fault at a time.
   bool read_ahead = true;
 };
 // The plan's ordinary loader, with its output checked against the declared layout.
