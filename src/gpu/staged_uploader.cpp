@@ -73,13 +73,21 @@ constexpr std::size_t kPinningThreads = 4;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
 
+bool in_checkpoint(const std::optional<StoredBytes>& f) {
+  return f && dynamic_cast<const loaders::CheckpointFile*>(f->file.get()) != nullptr;
+}
+
+// Whether a load from the checkpoint marked storages as the checkpoint file's (never a hit).
+bool names_checkpoint_files(const HostStorages& host) {
+  return std::any_of(host.storages.begin(), host.storages.end(), [](const HostStorage& s) {
+    return in_checkpoint(s.file) || (s.pending && in_checkpoint(s.pending->source_file));
+  });
+}
+
 // `host` with the checkpoint files forgotten (StagedUploadOptions::read_checkpoint_files off): those
 // storages, and conversions' sources, are read from memory, as before the engine read checkpoints.
 HostStorages without_checkpoint_files(const HostStorages& host) {
   HostStorages copy = host;
-  auto in_checkpoint = [](const std::optional<StoredBytes>& f) {
-    return f && dynamic_cast<const loaders::CheckpointFile*>(f->file.get()) != nullptr;
-  };
   for (HostStorage& s : copy.storages) {
     if (in_checkpoint(s.file)) s.file.reset();
     if (s.pending && in_checkpoint(s.pending->source_file)) s.pending->source_file.reset();
@@ -281,9 +289,11 @@ class StagedUploader final : public Uploader {
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
     // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
     // (a smaller one would refuse the load, and the per-storage copy is many times slower).
-    const HostStorages staged = options_.read_checkpoint_files ? HostStorages{} : without_checkpoint_files(host);
-    auto plan = gpu::plan_staging(options_.read_checkpoint_files ? host : staged, options_.chunk_bytes,
-                                  options_.check_files, gpu::BufferFit::grow);
+    // Copied only where it differs: a hit's thousands of storages go as they are.
+    const bool forget = !options_.read_checkpoint_files && names_checkpoint_files(host);
+    const HostStorages from_memory = forget ? without_checkpoint_files(host) : HostStorages{};
+    auto plan = gpu::plan_staging(forget ? from_memory : host, options_.chunk_bytes, options_.check_files,
+                                  gpu::BufferFit::grow);
     if (!plan) return plan.status().with_context("planning the upload");
     // Two buffers per worker: one is read into while the bus sends the other.
     if (options_.pinned_bytes < 2 * plan->buffer_bytes)

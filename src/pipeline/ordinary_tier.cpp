@@ -86,10 +86,11 @@ class OrdinaryTier final : public Tier {
     auto host = describe_host_storages(*tensors);  // host tensors are CPU tensors
     if (!host) return read.fail(host.status().with_context("ordinary loader output"));
     read.done(host->total_bytes());
-    // What the loader handed on untouched from a checkpoint's mapping is read from the file.
+    // What the loader handed on untouched from a checkpoint's mapping is marked as the file's: the
+    // read-ahead for post-load reads it there, and an uploader may.
     if (const std::uint64_t in_files = loaders::mark_checkpoint_storages(*host); in_files > 0)
-      log(LogLevel::debug, fmt::format("{}: {} of the loader's {} lie untouched in the checkpoint's mapping; the "
-                                       "upload reads them from the file",
+      log(LogLevel::debug, fmt::format("{}: {} of the loader's {} lie untouched in the checkpoint's mapping, "
+                                       "marked as the file's",
                                        plan.component, format_size(in_files), format_size(host->total_bytes())));
 
     StageTimer complete(load.report, "completeness");
