@@ -175,9 +175,6 @@ struct LoadReport {
   // post-load, the upload) and, on a hit with a quarter or more of the entry from the disk, the
   // rate that makes (a loader reads what it needs of a checkpoint, which the library does not see).
   std::uint64_t bytes_from_disk = 0;
-  // Of the bytes the upload read and checked, those it read around the page cache, straight from
-  // the disk (StagedUploadOptions::read_uncached).
-  std::uint64_t bytes_read_uncached = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line

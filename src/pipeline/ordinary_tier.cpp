@@ -87,7 +87,7 @@ class OrdinaryTier final : public Tier {
     if (!host) return read.fail(host.status().with_context("ordinary loader output"));
     read.done(host->total_bytes());
     // What the loader handed on untouched from a checkpoint's mapping is marked as the file's: the
-    // read-ahead for post-load reads it there, and an uploader may.
+    // read-ahead for post-load reads it there.
     if (const std::uint64_t in_files = loaders::mark_checkpoint_storages(*host); in_files > 0)
       log(LogLevel::debug, fmt::format("{}: {} of the loader's {} lie untouched in the checkpoint's mapping, "
                                        "marked as the file's",

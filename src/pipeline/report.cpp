@@ -69,8 +69,6 @@ std::string LoadReport::page_cache() const {
   std::string during;
   for (std::size_t i = 0; i < read_in.size(); ++i)
     during += fmt::format("{}the {}", i == 0 ? "" : i + 1 == read_in.size() ? " and " : ", ", read_in[i]);
-  const std::string around =
-      bytes_read_uncached > 0 ? fmt::format(" ({} of it around the page cache)", format_size(bytes_read_uncached)) : "";
   if (!hit) {
     // A loader reads what it needs of the checkpoint (a TP rank, its slices), which the library does
     // not see: how much came from the disk, and so the disk's rate, is not known; the time is.
@@ -89,8 +87,8 @@ std::string LoadReport::page_cache() const {
       : disk_bound ? fmt::format(" during {} ({:.2f} s, {:.2f} GB/s)", during, reading,
                                   static_cast<double>(bytes_from_disk) / reading / 1e9)
                     : fmt::format(" during {} ({:.2f} s)", during, reading);
-  return fmt::format("{} of {} not in the page cache, read from the disk{}{}", format_size(bytes_from_disk),
-                     format_size(file_bytes), around, rate);
+  return fmt::format("{} of {} not in the page cache, read from the disk{}", format_size(bytes_from_disk),
+                     format_size(file_bytes), rate);
 }
 
 std::string LoadReport::summary() const {

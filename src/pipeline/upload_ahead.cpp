@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "loaders/checkpoint_file.h"
 #include "pipeline/deferred_layout.h"
 #include "pipeline/host_to_device.h"
 #include "snapcache/extend/host_storage.h"
@@ -104,7 +103,6 @@ Status UploadAhead::prepare_and_upload(NamedTensors tensors) {
   part.targets.resize(plan_.post_load.size());
   auto raw = describe_host_storages(tensors);
   if (!raw) return raw.status();
-  loaders::mark_checkpoint_storages(*raw);  // as the ordinary tier marks the whole
   ServedStorages served(*raw);
   DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   LoadReport report;
@@ -185,7 +183,6 @@ Result<Uploaded> UploadAhead::finish(const NamedTensors& served, LoadReport& rep
     all.tensors.insert(all.tensors.end(), std::make_move_iterator(part.device.tensors.begin()),
                        std::make_move_iterator(part.device.tensors.end()));
     all.bytes_checked += part.device.bytes_checked;
-    all.bytes_read_uncached += part.device.bytes_read_uncached;
   }
   parts_.clear();
   // The parts' stages, under the names the whole path gives them, ran while the loader ran; the

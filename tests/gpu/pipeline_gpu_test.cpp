@@ -408,59 +408,39 @@ TEST_CASE("the engine reads untouched warm storages from the file, never one a m
   CHECK(demo::identical(demo::forward(config, *reference), demo::forward(config, *warm)));
 }
 
-TEST_CASE("a cold load through the engine reads the loader's untouched tensors from the checkpoint file, exactly",
+TEST_CASE("a cold load through the engine uploads the loader's tensors exactly, reading the checkpoint only through "
+          "the loader",
           "[gpu]") {
   for (int tp : {1, 2}) {
     for (bool streamed : {false, true}) {
-      for (bool from_file : {true, false}) {
-        INFO("tp " << tp << (streamed ? ", streamed" : ", loader run whole")
-                   << (from_file ? ", from the file" : ", from the mapping (the default)"));
-        test::TempDir dir;
-        demo::DitConfig config;
-        config.hidden = 1024;  // conversions of 1 MiB and more: transposed on the device from the file's rows
-        config.layers = 4;
-        config.tp_rank = tp - 1;
-        config.tp_size = tp;
-        const std::string checkpoint = dir / "model.safetensors";
-        REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
-        // The reference: the loader's tensors and the methods' on the host, no engine.
-        auto reference = load_model(nullptr, demo::with_whole_loader(demo::make_plan(config, checkpoint, c10::kCPU)));
-        REQUIRE(reference.is_ok());
+      INFO("tp " << tp << (streamed ? ", streamed" : ", loader run whole"));
+      test::TempDir dir;
+      demo::DitConfig config;
+      config.hidden = 1024;  // conversions of 1 MiB and more: transposed on the device
+      config.layers = 4;
+      config.tp_rank = tp - 1;
+      config.tp_size = tp;
+      const std::string checkpoint = dir / "model.safetensors";
+      REQUIRE(demo::write_checkpoint(config, checkpoint).is_ok());
+      // The reference: the loader's tensors and the methods' on the host, no engine.
+      auto reference = load_model(nullptr, demo::with_whole_loader(demo::make_plan(config, checkpoint, c10::kCPU)));
+      REQUIRE(reference.is_ok());
 
-        auto fs = std::make_shared<FaultInjectingFileSystem>();
-        config.checkpoint_fs = fs;
-        LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
-        if (!streamed) plan = demo::with_whole_loader(plan);
-        StagedUploadOptions options;
-        options.read_checkpoint_files = from_file;
-        plan.uploader = staged_uploader(options);
-        auto store = *Store::open(test::test_config(dir / "cache"));
-        auto cold = load_model(store.get(), plan);
-        REQUIRE(cold.is_ok());
-        CHECK(cold->report.path == LoadPath::miss);
-        CHECK_FALSE(fell_back(*cold));
-        CHECK_FALSE(has_stage(cold->report, "upload while loading"));
-        // From the file: the norms, scales, shares of rows and the conversions' sources; from the
-        // mapping, only the loader's two reads of the header.
-        if (from_file) CHECK(fs->bytes_read() > demo::checkpoint_bytes(config) / 8);
-        else CHECK(fs->calls(FsOp::pread) == 2);
-        CHECK(demo::identical(reference->weights, cold->weights));  // bit for bit, strides included
-        REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
-        if (!from_file) continue;
-
-        // The checkpoint's reads failing while staging: the plain copy uploads from the mapping.
-        test::TempDir other;
-        auto failing_store = *Store::open(test::test_config(other / "cache"));
-        fs->reset_counters();
-        fs->inject({FsOp::pread, EIO, 2, -1, false, ""});  // after the header's two reads
-        auto failed = load_model(failing_store.get(), plan);
-        fs->clear_faults();
-        REQUIRE(failed.is_ok());
-        CHECK(fs->faults_fired() > 0);
-        CHECK(fell_back(*failed));
-        CHECK(demo::identical(reference->weights, failed->weights));
-        REQUIRE(failed->publication.wait().outcome() == std::string_view("published"));
-      }
+      auto fs = std::make_shared<FaultInjectingFileSystem>();
+      config.checkpoint_fs = fs;
+      LoadPlan plan = demo::make_plan(config, checkpoint, c10::Device(c10::kCUDA, 0));
+      if (!streamed) plan = demo::with_whole_loader(plan);
+      plan.uploader = staged_uploader();
+      auto store = *Store::open(test::test_config(dir / "cache"));
+      auto cold = load_model(store.get(), plan);
+      REQUIRE(cold.is_ok());
+      CHECK(cold->report.path == LoadPath::miss);
+      CHECK_FALSE(fell_back(*cold));
+      CHECK_FALSE(has_stage(cold->report, "upload while loading"));
+      // The engine reads the loader's memory: of the file, only the loader's two reads of the header.
+      CHECK(fs->calls(FsOp::pread) == 2);
+      CHECK(demo::identical(reference->weights, cold->weights));  // bit for bit, strides included
+      REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
     }
   }
 }
@@ -646,120 +626,3 @@ TEST_CASE("staging buffers too small for a checksum chunk and a row's tail grow 
   }
 }
 
-TEST_CASE("the engine reads an entry off the page cache around it, exactly, and through it where O_DIRECT is refused",
-          "[gpu][uncached]") {
-  ConvertingModel m;  // conversions pending: units read around the page cache are transposed on the device too
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
-  auto store = m.published_store(fs);
-  StagedUploadOptions options;
-  options.read_uncached = true;
-  options.chunk_bytes = std::uint64_t{16} << 20;  // a checksum chunk (8 MiB) a unit: many units per worker
-  // Without post-load methods nothing is read ahead into the page cache before the upload, so a
-  // dropped entry is read around it whole; with the demo's, the units the read-ahead brought back
-  // are read through it.
-  LoadPlan plain = m.plan;
-  plain.post_load.clear();
-  plain.uploader = staged_uploader(options);
-  auto plain_reference = load_model(nullptr, plain);  // post-load is not in the key: the same entry serves both
-  REQUIRE(plain_reference.is_ok());
-  LoadPlan converting = m.plan;
-  converting.uploader = staged_uploader(options);
-
-  const std::vector<std::filesystem::path> files = test::data_files_under(m.dir / "cache");
-  REQUIRE_FALSE(files.empty());
-  auto drop_all = [&] {
-    double most = 0;
-    for (const auto& f : files) most = std::max(most, test::drop_from_page_cache(f, 0, 0));
-    return most;
-  };
-  if (drop_all() > 0.25 || !test::reads_around_page_cache(files[0])) {
-    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
-    return;
-  }
-  auto dropped = load_model(store.get(), plain);
-  REQUIRE(dropped.is_ok());
-  REQUIRE(dropped->report.path == LoadPath::hit);
-  CHECK_FALSE(fell_back(*dropped));
-  INFO(dropped->report.summary());
-  CHECK(dropped->report.bytes_checked > 0);
-  CHECK(dropped->report.bytes_read_uncached == dropped->report.bytes_checked);
-  CHECK(dropped->report.page_cache().find(" of it around the page cache) ") != std::string::npos);
-  CHECK(demo::identical(*plain_reference, *dropped));
-
-  REQUIRE(drop_all() < 0.25);
-  auto converted = load_model(store.get(), converting);
-  REQUIRE(converted.is_ok());
-  REQUIRE(converted->report.path == LoadPath::hit);
-  CHECK_FALSE(fell_back(*converted));
-  CHECK(converted->report.bytes_read_uncached <= converted->report.bytes_checked);
-  CHECK(demo::identical(*m.reference, *converted));
-  CHECK(demo::identical(demo::forward(m.config, *m.reference), demo::forward(m.config, *converted)));
-
-  // In the page cache: read through it.
-  for (const auto& f : files) REQUIRE(test::read_into_page_cache(f) > 0.75);
-  auto cached = load_model(store.get(), plain);
-  REQUIRE(cached.is_ok());
-  CHECK(cached->report.bytes_read_uncached == 0);
-  CHECK(demo::identical(*plain_reference, *cached));
-
-  // The file system refuses O_DIRECT: every unit through the page cache, nothing falls back.
-  REQUIRE(drop_all() < 0.25);
-  fs->reset_counters();
-  fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
-  auto refused = load_model(store.get(), plain);
-  CHECK(fs->faults_fired() >= 1);
-  fs->clear_faults();
-  REQUIRE(refused.is_ok());
-  CHECK(refused->report.path == LoadPath::hit);
-  CHECK_FALSE(fell_back(*refused));
-  CHECK(refused->report.bytes_read_uncached == 0);
-  CHECK(demo::identical(*plain_reference, *refused));
-}
-
-TEST_CASE("the engine's direct path gives the staged path's bytes, and a file it cannot map is read into the buffers",
-          "[gpu][direct]") {
-  ConvertingModel m;  // conversions pending: direct units transpose on the device too
-  const demo::DitConfig& config = m.config;
-  LoadPlan plan = m.plan;
-  const auto& reference = m.reference;
-  const at::Tensor out = demo::forward(config, *reference);
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
-  auto store = m.published_store(fs);
-  std::uint64_t lookup_maps = 0;  // counted at share 0, the first
-  for (const double share : {0.0, 0.4, 1.0}) {
-    for (std::uint64_t chunk : {std::uint64_t{32} << 20, std::uint64_t{16} << 20}) {
-      INFO("direct share " << share << ", staging buffers of " << chunk);
-      StagedUploadOptions options;
-      options.direct_share = share;
-      options.chunk_bytes = chunk;  // 16 MiB: a checksum chunk (8 MiB) a unit, both paths in each worker
-      plan.uploader = staged_uploader(options);
-      fs->reset_counters();
-      auto warm = load_model(store.get(), plan);
-      REQUIRE(warm.is_ok());
-      REQUIRE(warm->report.path == LoadPath::hit);
-      CHECK_FALSE(fell_back(*warm));
-      CHECK(warm->report.bytes_checked > 0);
-      CHECK(warm->report.bytes_trusted == 0);
-      // The lookup maps the data file privately; the direct path maps it shared once more.
-      if (share == 0) lookup_maps = fs->calls(FsOp::map);
-      CHECK(lookup_maps >= 1);
-      CHECK(fs->calls(FsOp::map) == lookup_maps + (share > 0 ? 1 : 0));
-      CHECK(demo::identical(*reference, *warm));
-      CHECK(demo::identical(out, demo::forward(config, *warm)));
-    }
-  }
-
-  // The engine's mapping refused: every unit is read into the pinned buffers, nothing falls back.
-  StagedUploadOptions all_direct;
-  all_direct.direct_share = 1.0;
-  plan.uploader = staged_uploader(all_direct);
-  fs->reset_counters();
-  fs->inject({FsOp::map, ENOMEM, static_cast<int>(lookup_maps), 1, false, ""});  // the engine's map fails
-  auto refused = load_model(store.get(), plan);
-  CHECK(fs->faults_fired() == 1);
-  fs->clear_faults();
-  REQUIRE(refused.is_ok());
-  CHECK(refused->report.path == LoadPath::hit);
-  CHECK_FALSE(fell_back(*refused));
-  CHECK(demo::identical(*reference, *refused));
-}

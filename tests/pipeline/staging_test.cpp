@@ -43,7 +43,6 @@ using test::HostSink;
 using test::HostStagingUploader;
 using test::drop_from_page_cache;
 using test::kBufferBytes;
-using test::read_into_page_cache;
 using test::resident_share_of;
 
 namespace {
@@ -170,28 +169,6 @@ TEST_CASE("staged loads leave conversions pending and give the reference's bytes
   CHECK(warm->report.bytes_checked > 0);
   CHECK(warm->report.bytes_trusted == 0);
   CHECK(warm->report.integrity().find("every byte") != std::string::npos);
-}
-
-TEST_CASE("units served in place from a shared mapping of the data file give the reference's bytes and are checked",
-          "[staging][direct]") {
-  StagingFixture f;
-  const NamedTensors reference = f.reference_weights();
-  auto store = f.store();
-  auto cold = load_model(store.get(), f.plan_with(std::make_shared<HostStagingUploader>()));
-  REQUIRE(cold.is_ok());
-  REQUIRE(cold->publication.wait().outcome() == std::string_view("published"));
-  for (double share : {0.4, 1.0}) {
-    INFO("direct share " << share);
-    auto engine = std::make_shared<HostStagingUploader>(share);
-    auto warm = load_model(store.get(), f.plan_with(engine));
-    REQUIRE(warm.is_ok());
-    REQUIRE(warm->report.path == LoadPath::hit);
-    CHECK(engine->units_in_place > 0);
-    if (share < 1) CHECK(engine->units_in_place < engine->units);  // both paths in one load
-    require_identical(warm->weights, reference);
-    CHECK(warm->report.bytes_checked == engine->bytes_checked);
-    CHECK(warm->report.bytes_trusted == 0);
-  }
 }
 
 TEST_CASE("a load says how much of its entry was not in the page cache and came from the disk", "[staging][disk]") {
@@ -341,7 +318,7 @@ TEST_CASE("with the entry off the page cache the tensors the post-load methods r
 TEST_CASE("with the checkpoint off the page cache a cold load reads ahead what the post-load methods read",
           "[staging][disk][checkpoint]") {
   StagingFixture f;
-  // The norms the loader hands on as the checkpoint's mapping holds them (so staged from the file).
+  // The norms the loader hands on as the checkpoint's mapping holds them (so marked as the file's).
   auto residency = std::make_shared<ResidencyMethod>(true, "norm2.weight");
   LoadPlan p = demo::with_whole_loader(f.plan_with(std::make_shared<HostStagingUploader>()));
   p.post_load.push_back(residency);
@@ -617,221 +594,6 @@ struct AlignedBuffer {
 };
 
 }  // namespace
-
-TEST_CASE("a stored file read around the page cache gives the disk's bytes checked, and leaves the page cache alone",
-          "[staging][uncached]") {
-  const NamedTensors matrices = test::odd_matrices();
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
-  PublishedMatrices published(matrices, 11, fs);
-  const DataFile& record = published.file();
-  const std::shared_ptr<const StoredFile>& file = published.served.storages.at(0).file->file;
-  const std::filesystem::path path = file->name();
-  const std::uint64_t chunk = record.chunk_size;
-  // Several chunks; the file ends off the alignment, so its last read reaches past the end.
-  REQUIRE(record.size > chunk);
-  REQUIRE(record.size % kUncachedAlignment != 0);
-  std::vector<std::byte> plain(record.size);
-  REQUIRE(file->read(plain.data(), 0, record.size).is_ok());
-
-  if (drop_from_page_cache(path, 0, 0) > 0.25 || !test::reads_around_page_cache(path)) {
-    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
-    return;
-  }
-  CHECK(*file->resident_share() < 0.25);
-  CHECK(*file->resident_share(chunk, record.size) < 0.25);
-  AlignedBuffer out(record.size);
-  fs->reset_counters();
-  const Status read = file->read_checked_uncached(out.data, 0, record.size);
-  INFO(read.to_string());
-  REQUIRE(read.is_ok());
-  CHECK(std::memcmp(out.data, plain.data(), record.size) == 0);
-  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
-  CHECK(fs->bytes_read() >= record.size);  // through the store's file system, a wrapper sees them
-  // Around the page cache: the file is still out of it. The same read through it fills it.
-  CHECK(resident_share_of(path) < 0.25);
-  std::fill(out.data, out.data + record.size, std::byte{0});
-  REQUIRE(file->read_checked_uncached(out.data, chunk, record.size).is_ok());  // from a later chunk
-  CHECK(std::memcmp(out.data, plain.data() + chunk, record.size - chunk) == 0);
-  CHECK(fs->calls(FsOp::reopen_uncached) == 1);  // reopened once per file
-  REQUIRE(file->read_checked(out.data, 0, record.size).is_ok());
-  CHECK(resident_share_of(path) > 0.75);
-  CHECK(*file->resident_share(0, chunk) > 0.75);
-
-  // Reads it cannot make aligned are refused (unsupported: the caller reads through the page cache).
-  CHECK(file->read_checked_uncached(out.data + 1, 0, chunk).code() == StatusCode::unsupported);
-  CHECK(file->read_checked_uncached(out.data, 1, chunk).code() == StatusCode::unsupported);
-  CHECK(file->read_checked_uncached(out.data, kUncachedAlignment, chunk).code() == StatusCode::invalid_argument);
-
-  // A byte changed on the disk under the same identity (bit rot): the chunk that holds it fails, named.
-  test::flip_byte(path, chunk + 5);
-  REQUIRE(drop_from_page_cache(path, 0, 0) < 0.25);
-  const Status damaged = file->read_checked_uncached(out.data, 0, record.size);
-  CHECK(damaged.code() == StatusCode::damaged);
-  INFO(damaged.message());
-  CHECK(damaged.message().find("data-0000.bin chunk 1 (bytes ") != std::string::npos);
-  CHECK(file->read_checked_uncached(out.data, 0, chunk).is_ok());
-}
-
-TEST_CASE("refused reads around the page cache: a stored file says why once, then reads through the page cache",
-          "[staging][uncached]") {
-  const NamedTensors matrices = test::odd_matrices();
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
-  PublishedMatrices published(matrices, 12, fs);
-  const std::shared_ptr<const StoredFile>& file = published.served.storages.at(0).file->file;
-  if (!test::reads_around_page_cache(file->name())) {
-    WARN("SKIPPED: this file system refuses O_DIRECT");
-    return;
-  }
-  std::string why;
-  SECTION("the file system refuses O_DIRECT") {
-    fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
-    why = "cannot be read around the page cache: injected fault in reopen_uncached";
-  }
-  SECTION("the disk refuses the alignment of a read (a block larger than kUncachedAlignment)") {
-    fs->inject({FsOp::pread, EINVAL, 0, 1, false, ""});  // the first read through the reopened descriptor
-    why = "refused a read around the page cache of this alignment";
-  }
-  AlignedBuffer out(file->size());
-  const Status refused = file->read_checked_uncached(out.data, 0, file->size());
-  CHECK(fs->faults_fired() == 1);
-  CHECK(refused.code() == StatusCode::unsupported);
-  INFO(refused.message());
-  CHECK(refused.message().find(why) != std::string::npos);
-  // The answer is kept: not asked of the file system again.
-  const std::uint64_t reopens = fs->calls(FsOp::reopen_uncached), preads = fs->calls(FsOp::pread);
-  CHECK(file->read_checked_uncached(out.data, 0, file->size()).code() == StatusCode::unsupported);
-  CHECK(fs->calls(FsOp::reopen_uncached) == reopens);
-  CHECK(fs->calls(FsOp::pread) == preads);
-
-  // The staging of every unit, asked to read around the page cache, reads through it instead.
-  if (drop_from_page_cache(file->name(), 0, 0) > 0.25) {
-    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
-    return;
-  }
-  auto plan = gpu::plan_staging(published.served, file->chunk_bytes());
-  REQUIRE(plan.is_ok());
-  std::vector<std::byte> staged(plan->destination_bytes);
-  HostSink sink(staged.data());
-  AlignedBuffer buffer(plan->buffer_bytes);
-  for (const auto& unit : plan->units) {
-    REQUIRE(gpu::readable_uncached(*plan, unit));
-    bool uncached = true;
-    REQUIRE(gpu::stage_unit(*plan, unit, buffer.data, sink, gpu::FileRead::uncached_where_not_cached, &uncached)
-                .is_ok());
-    CHECK_FALSE(uncached);
-  }
-  CHECK((staged == run_into_host(*plan, plan->buffer_bytes)));  // not decomposed: Catch cannot print bytes
-  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
-}
-
-TEST_CASE("a load asked to read around the page cache reads there what the page cache does not hold, exactly",
-          "[staging][uncached]") {
-  StagingFixture f;
-  // No post-load method, so no read-ahead brings the entry back before the upload reads it.
-  LoadPlan plain = f.plan();
-  plain.post_load.clear();
-  auto made = load_model(nullptr, plain);
-  REQUIRE(made.is_ok());
-  const NamedTensors reference = made->weights;
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
-  auto store = f.store(fs);
-  auto engine = std::make_shared<HostStagingUploader>(0, true);
-  LoadPlan p = plain;
-  p.uploader = engine;
-  const std::vector<std::filesystem::path> files{f.publish(*store, p)};
-  const std::uint64_t size = std::filesystem::file_size(files[0]);
-
-  // In the page cache (the publication wrote it): read through it, as without the option.
-  fs->reset_counters();
-  auto cached = load_model(store.get(), p);
-  REQUIRE(cached.is_ok());
-  REQUIRE(cached->report.path == LoadPath::hit);
-  CHECK(cached->report.bytes_read_uncached == 0);
-  CHECK(fs->calls(FsOp::reopen_uncached) == 0);
-  require_identical(cached->weights, reference);
-
-  // Off the page cache: every unit read around it, every chunk checked, the page cache left
-  // empty, and the report says so.
-  if (drop_from_page_cache(files[0], 0, 0) > 0.25 || !test::reads_around_page_cache(files[0])) {
-    WARN("SKIPPED: this file system keeps its files in memory (tmpfs) or refuses O_DIRECT");
-    return;
-  }
-  fs->reset_counters();
-  auto dropped = load_model(store.get(), p);
-  REQUIRE(dropped.is_ok());
-  REQUIRE(dropped->report.path == LoadPath::hit);
-  const std::string said = dropped->report.page_cache();
-  INFO(said);
-  CHECK(fs->calls(FsOp::reopen_uncached) == 1);
-  CHECK(dropped->report.bytes_checked == size);
-  CHECK(dropped->report.bytes_read_uncached == size);
-  CHECK(resident_share_of(files[0]) < 0.25);
-  CHECK(said.find(" not in the page cache, read from the disk (" + format_size(size) +
-                  " of it around the page cache) during the upload (") != std::string::npos);
-  require_identical(dropped->weights, reference);
-
-  // Its first half off the page cache, the second in it: only units mostly off it are read around
-  // it. (The first half: the kernel's read-ahead of a buffered read would bring the unit after it
-  // back before it is read.)
-  REQUIRE(read_into_page_cache(files[0]) > 0.75);
-  REQUIRE(drop_from_page_cache(files[0], 0, size / 2) < 0.6);
-  auto half = load_model(store.get(), p);
-  REQUIRE(half.is_ok());
-  CHECK(half->report.bytes_read_uncached > 0);
-  CHECK(half->report.bytes_read_uncached < size * 3 / 4);
-  require_identical(half->weights, reference);
-
-  // A file system that refuses O_DIRECT: the same load through the page cache, as exact.
-  REQUIRE(drop_from_page_cache(files[0], 0, 0) < 0.25);
-  fs->reset_counters();
-  fs->inject({FsOp::reopen_uncached, EINVAL, 0, -1, false, ""});
-  auto refused = load_model(store.get(), p);
-  REQUIRE(refused.is_ok());
-  REQUIRE(refused->report.path == LoadPath::hit);
-  CHECK(fs->faults_fired() == 1);
-  CHECK(refused->report.bytes_read_uncached == 0);
-  CHECK(refused->report.bytes_checked == size);
-  CHECK(resident_share_of(files[0]) > 0.75);
-  require_identical(refused->weights, reference);
-}
-
-TEST_CASE("units served in place from a mapping equal the staged copy, and a chunk that differs is named",
-          "[staging][direct]") {
-  const NamedTensors matrices = test::odd_matrices();
-  PublishedMatrices published(matrices, 8);
-  const DataFile& file = published.file();
-  HostStorages* host = &published.served;  // plain copies from the file
-  const std::uint64_t buffer = file.chunk_size;  // a unit a chunk: the file takes several
-  auto plan = gpu::plan_staging(*host, buffer);
-  REQUIRE(plan.is_ok());
-  REQUIRE(plan->units.size() >= 2);
-  const std::vector<bool> direct = gpu::choose_direct_units(*plan, 1.0);
-  CHECK(std::count(direct.begin(), direct.end(), true) == static_cast<long>(plan->units.size()));
-  auto mapping = plan->sources.at(0).file->map();
-  REQUIRE(mapping.is_ok());
-
-  // Every unit in place gives the bytes every unit staged gives.
-  std::vector<std::byte> in_place(plan->destination_bytes);
-  HostSink sink(in_place.data());
-  for (const auto& unit : plan->units) REQUIRE(gpu::stage_unit_in_place(*plan, unit, mapping->data(), sink).is_ok());
-  CHECK((in_place == run_into_host(*plan, buffer)));  // not decomposed: Catch cannot print bytes
-  for (std::size_t i = 0; i < matrices.size(); ++i) {
-    const at::Tensor& t = matrices[i].second;
-    CHECK(std::memcmp(in_place.data() + plan->storage_offsets[i], t.data_ptr(),
-                      static_cast<std::size_t>(t.numel()) * t.element_size()) == 0);
-  }
-
-  // A chunk whose bytes differ from its checksum fails its unit, naming the chunk.
-  test::RottenFile rotten(host->storages[0].file->file, file.size - 1);
-  auto rotten_mapping = rotten.map();
-  REQUIRE(rotten_mapping.is_ok());
-  Status failed = Status::ok();
-  for (const auto& unit : plan->units)
-    if (Status st = gpu::stage_unit_in_place(*plan, unit, rotten_mapping->data(), sink); !st) failed = st;
-  CHECK(failed.code() == StatusCode::damaged);
-  CHECK(failed.message().find("chunk " + std::to_string(file.chunk_hashes.size() - 1) + " (bytes ") !=
-        std::string::npos);
-}
 
 TEST_CASE("a cold load returns while its snapshot is published in the background", "[staging][publication]") {
   StagingFixture f;
