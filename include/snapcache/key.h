@@ -127,7 +127,7 @@ struct TorchIdentity {
 // The version of Key's encoding (encode_key): bumped with any change to Key::fields() or to a
 // field's type, so a key file of another version reads as "not readable by this snapcache" instead
 // of as garbage. A new key field is then a member, a line in fields() and this number (here), its
-// value (src/pipeline/plan_key.cpp) and its stub (python/snapcache/_core.pyi): three files.
+// value (src/load_plan/plan_key.cpp) and its stub (python/snapcache/_core.pyi): three files.
 inline constexpr std::uint8_t kKeyEncodingVersion = 1;
 
 struct Key {

@@ -1,7 +1,7 @@
 // A checkpoint file a SafetensorsFile mapped, as a StoredFile: where a load from the checkpoint
 // finds the bytes of the tensors its loader handed out untouched (a tensor the file hands out, a
 // share of its rows), so that, with the checkpoint off the page cache, the executor reads ahead
-// what the post-load methods will read (pipeline/read_ahead.h) in parallel instead of a page fault
+// what the post-load methods will read (host_path/read_ahead.h) in parallel instead of a page fault
 // at a time. Reads go through the FileSystem that opened the file, by the descriptor that was
 // mapped: the same file, whatever its path names later.
 //
