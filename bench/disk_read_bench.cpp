@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/stored_file.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"

@@ -2,7 +2,7 @@
 // run: the pinned host-to-device copy of the same bytes (the bus, the ceiling), the ordinary load
 // without a cache, Python safetensors' load_file(device="cuda") of the checkpoint, and snapcache's
 // loads: cold (ordinary loader + publication), warm with the upload engine (layout conversions
-// written while staging, every chunk checked), the same without the checks, the same with the
+// written while staging, every chunk checked), the same with the
 // conversions written on the host first, warm with the plain per-storage copy, and warm with
 // view-only post-load (which isolates the upload path). `ordinary-whole` is the load without a
 // cache with the demo's loader run whole: the upload after the loader, where `ordinary` uploads
@@ -123,7 +123,6 @@ int measure(const Options& o) {
     plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
   if (o.measure == "warm-engine") plan.uploader = staged_uploader();  // the default only from 64 MiB on
   StagedUploadOptions variant = o.engine;
-  if (o.measure == "warm-unchecked") variant.check_files = false, plan.uploader = staged_uploader(variant);
   if (o.measure == "warm-host-post-load") variant.convert_layouts = false, plan.uploader = staged_uploader(variant);
   // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
   (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA));
@@ -389,7 +388,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   if (wanted("cold")) rows.push_back(child("cold"));  // it publishes the entry the warm loads read
-  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-engine", "warm-unchecked", "warm-host-post-load",
+  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-engine", "warm-host-post-load",
                            "warm-plain", "warm-view-only"}) {
     if (std::string(what) == "warm-engine" && o.size_mib >= 64) continue;  // the default from 64 MiB
     if (wanted(what)) rows.push_back(child(what));

@@ -161,7 +161,7 @@ SNAPCACHE_API std::string key_id(const Key& key);
 
 // Canonical, versioned byte encoding of a key's identity (key_identity; includes the format
 // version, snapcache/manifest.h), and its inverse, which gives back key_identity(key): a file keyed
-// by content comes back without its path. The grammar is in src/format/key_codec.h.
+// by content comes back without its path. The grammar is Key::fields() walked in order (src/format/key_codec.h).
 SNAPCACHE_API std::string encode_key(const Key& key);
 SNAPCACHE_API Result<Key> decode_key(std::string_view bytes);
 

@@ -35,6 +35,7 @@
 #include "snapcache/dtype.h"
 #include "snapcache/export.h"
 #include "snapcache/key.h"
+#include "snapcache/named_tensors.h"
 #include "snapcache/status.h"
 #include "snapcache/store.h"
 
@@ -46,9 +47,6 @@ class Tier;
 class Uploader;
 class PostLoadMethod;
 class RankGroup;
-
-// Ordered: the order of publication is the order of loading.
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 using DerivedBuffers = std::map<std::string, at::Tensor>;
 

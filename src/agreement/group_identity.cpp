@@ -17,7 +17,7 @@ std::string clip(const std::string& s, std::size_t n = 24) { return s.size() <= 
 std::string GroupIdentity::name() const { return fmt::format("{} ({})", id.substr(0, 6), about); }
 
 GroupIdentity group_identity(const LoadPlan& plan, const RankGroup& group) {
-  Key key = key_with_checkpoint(plan, {});
+  Key key = load_plan::key_with_checkpoint(plan, {});
   key.topology = Topology{0, plan.topology.tp_size, 0, plan.topology.pp_size, {}};
   const std::string nonce = group.start_nonce();
   GroupIdentity identity;

@@ -80,8 +80,9 @@ void await_publication(Load& load, const std::string& why) {
   load.publication = Publication();
 }
 
-// The uploader the plan names, else the one default_uploader() would pick for its declared size,
-// told the load has started (Uploader::expect): the engine pins its buffers while the tiers work.
+// The uploader the plan names, else the one host_path::default_uploader() would pick for its
+// declared size, told the load has started (Uploader::expect): the engine pins its buffers while
+// the tiers work.
 void expect_upload(const LoadPlan& plan) {
   const std::uint64_t bytes = host_path::declared_bytes(plan.expected);
   const std::shared_ptr<Uploader> uploader =
@@ -98,6 +99,19 @@ Status check_on_device(const NamedTensors& tensors, c10::Device device) {
     if (t.device().type() != device.type() || (device.has_index() && t.device().index() != device.index()))
       return Status(StatusCode::mismatch, fmt::format("tensor '{}' was served on {}, the plan loads onto {}", name,
                                                       t.device().str(), device.str()));
+  return Status::ok();
+}
+
+// The served answer as the rest of the load reads it: host storages described (where the tier did
+// not), and what the load reads from files, as the tier found it, in the report.
+Status take_answer(TierAnswer& served, LoadReport& report) {
+  report.file_bytes = served.file_bytes;
+  report.bytes_from_disk = served.bytes_from_disk;
+  if (served.residence != Residence::host || !served.storages.storages.empty() || served.tensors.empty())
+    return Status::ok();
+  auto described = describe_host_storages(served.tensors);
+  if (!described) return described.status().with_context("the served tensors");
+  served.storages = std::move(*described);
   return Status::ok();
 }
 
@@ -316,9 +330,11 @@ Result<NamedTensors> load_weights_once(Store* store, const LoadPlan& plan, LoadR
   }
   Tier& server = *tiers.at(passed.size());  // every tier before it passed
   decide_path(report, passed, *served);
+  const Status taken = take_answer(*served, report);
   if (agreement) agreement->decide_path(*served);
 
-  auto device = use_served(load, tiers, passed, *served, derived);
+  // A group's ranks make the same exchanges whatever happens here: an error goes on to the outcome.
+  Result<NamedTensors> device = taken ? use_served(load, tiers, passed, *served, derived) : Result<NamedTensors>(taken);
   if (!device) tell_missed_tiers(load.context, tiers, passed, device.status());
   end.damaged_here = !device && device.status().code() == StatusCode::damaged && report.path == LoadPath::hit;
   end.load_again = end.damaged_here;

@@ -201,6 +201,8 @@ class WorkerBuffers {
 
 // What the workers of one upload share.
 struct UploadRun {
+  UploadRun(const gpu::StagingPlan& p, std::byte* a, c10::DeviceIndex d, gpu::PinnedPool& buffers)
+      : plan(p), arena(a), device_index(d), pool(buffers) {}
   const gpu::StagingPlan& plan;
   std::byte* arena;
   c10::DeviceIndex device_index;
@@ -257,7 +259,7 @@ class StagedUploader final : public Uploader {
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
     // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
     // (a smaller one would refuse the load, and the per-storage copy is many times slower).
-    auto plan = gpu::plan_staging(host, options_.chunk_bytes, options_.check_files, gpu::BufferFit::grow);
+    auto plan = gpu::plan_staging(host, options_.chunk_bytes, gpu::BufferFit::grow);
     if (!plan) return plan.status().with_context("planning the upload");
     // Two buffers per worker: one is read into while the bus sends the other.
     if (options_.pinned_bytes < 2 * plan->buffer_bytes)
@@ -307,7 +309,7 @@ class StagedUploader final : public Uploader {
     auto pool = pool_for(plan.buffer_bytes);
     const std::size_t pinned_before = pool->pinned();
     const std::size_t workers = workers_for(plan.destination_bytes, pool->capacity(), plan.units.size());
-    UploadRun run{plan, arena, static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index()), *pool};
+    UploadRun run(plan, arena, static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index()), *pool);
     // One scratch buffer per worker for the raw rows of transposes, allocated on the current stream
     // (so torch's allocator hands the memory to the model's next allocation when the load is done).
     at::Tensor scratch;

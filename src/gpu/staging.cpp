@@ -17,10 +17,6 @@ using util::div_up;
 
 using Plan = StagingPlan;
 
-// Needs of a file without checksums closer than this are read as one run: reading the bytes
-// between them costs less than another unit.
-constexpr std::uint64_t kUnreadGap = 64ull << 10;
-
 // The rows of a transpose need that begin in [begin, end): [first, last).
 std::pair<std::uint64_t, std::uint64_t> rows_begun_in(const Plan::Need& n, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t rb = n.row_bytes();
@@ -63,9 +59,8 @@ void add_units(Plan& plan, std::uint32_t source, std::vector<std::uint32_t> need
 // of each source.
 class PlanBuilder {
  public:
-  explicit PlanBuilder(bool check_files) : check_files_(check_files) {}
-
-  // The storage's place in the destination and what it needs from its source.
+  // The storage's place in the destination and what it needs from its source: a stored file with
+  // checksums, or its memory.
   Status add(const HostStorage& s) {
     for (const auto* f : {s.file ? &*s.file : nullptr, s.pending && s.pending->source_file ? &*s.pending->source_file : nullptr})
       if (f != nullptr && f->file == nullptr)
@@ -78,12 +73,13 @@ class PlanBuilder {
       const PendingTranspose& p = *s.pending;
       SNAPCACHE_RETURN_IF_ERROR(p.check(s.nbytes));
       Plan::Need need{0, s.nbytes, dst, p.rows(), p.cols(), p.element_size()};
-      if (!p.source_file) return add_need(memory_source(static_cast<const std::byte*>(p.source.data_ptr()), s.nbytes), need);
+      if (!checked(p.source_file))
+        return add_need(memory_source(static_cast<const std::byte*>(p.source.data_ptr()), s.nbytes), need);
       need.begin = p.source_file->offset;
       need.end += need.begin;
       return add_need(file_source(*p.source_file), need);
     }
-    if (s.file) return add_need(file_source(*s.file), {s.file->offset, s.file->offset + s.nbytes, dst, 0, 0, 0});
+    if (checked(s.file)) return add_need(file_source(*s.file), {s.file->offset, s.file->offset + s.nbytes, dst, 0, 0, 0});
     return add_need(memory_source(s.data, s.nbytes), {0, s.nbytes, dst, 0, 0, 0});
   }
 
@@ -101,7 +97,7 @@ class PlanBuilder {
         e.end = std::max(e.end, need.end);
       }
       const Plan::Source& src = plan_.sources[i];
-      const std::uint64_t unit = src.memory != nullptr ? 0 : src.checked ? src.file->chunk_bytes() : 4096;
+      const std::uint64_t unit = src.memory != nullptr ? 0 : src.file->chunk_bytes();
       needed = std::max({needed, 2 * e.tail, e.tail + unit});
     }
     if (fit == BufferFit::grow && buffer_bytes < needed) buffer_bytes = align_up(needed, kBufferGranule);
@@ -117,7 +113,7 @@ class PlanBuilder {
                       fmt::format("a matrix row of {} bytes does not fit a {}-byte staging buffer twice", tail,
                                   plan_.buffer_bytes));
       const Plan::Source& src = plan_.sources[i];
-      SNAPCACHE_RETURN_IF_ERROR(src.memory != nullptr ? cut_memory(i) : src.checked ? cut_checked_file(i) : cut_unchecked_file(i));
+      SNAPCACHE_RETURN_IF_ERROR(src.memory != nullptr ? cut_memory(i) : cut_file(i));
     }
     return std::move(plan_);
   }
@@ -128,18 +124,19 @@ class PlanBuilder {
     std::uint64_t end = 0;   // the end of the last byte needed
   };
 
+  // Whether the bytes lie in a file the engine reads and checks (one with checksums).
+  static bool checked(const std::optional<StoredBytes>& f) { return f && f->file->chunk_bytes() != 0; }
+
   std::uint32_t file_source(const StoredBytes& f) {
     auto [it, added] = file_sources_.emplace(f.file.get(), static_cast<std::uint32_t>(plan_.sources.size()));
     if (added) {
-      // A file without checksums (StoredFile::chunk_bytes() 0) has nothing to check.
-      const bool checked = check_files_ && f.file->chunk_bytes() != 0;
-      plan_.sources.push_back({f.file.get(), checked, nullptr, checked ? f.file->size() : 0});
+      plan_.sources.push_back({f.file.get(), nullptr, f.file->size()});
       needs_of_.emplace_back();
     }
     return it->second;
   }
   std::uint32_t memory_source(const std::byte* p, std::uint64_t bytes) {
-    plan_.sources.push_back({nullptr, false, p, bytes});
+    plan_.sources.push_back({nullptr, p, bytes});
     needs_of_.emplace_back();
     return static_cast<std::uint32_t>(plan_.sources.size() - 1);
   }
@@ -159,7 +156,7 @@ class PlanBuilder {
   }
 
   // Every chunk of the file, whether a storage needs it or not, so every byte is checked.
-  Status cut_checked_file(std::uint32_t i) {
+  Status cut_file(std::uint32_t i) {
     const Plan::Source& src = plan_.sources[i];
     const std::uint64_t room = plan_.buffer_bytes - extents_[i].tail;
     const std::uint64_t chunk = src.file->chunk_bytes();
@@ -174,30 +171,6 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  // Only what the needs cover is read: units are cut over each run of needs no more than
-  // kUnreadGap apart, so a file of whole tensors of which the load needs a share (a TP rank's rows)
-  // is not read whole.
-  Status cut_unchecked_file(std::uint32_t i) {
-    const std::uint64_t unit = (plan_.buffer_bytes - extents_[i].tail) / 4096 * 4096;
-    if (unit == 0)
-      return Status(StatusCode::unsupported, fmt::format("a {}-byte staging buffer is too small", plan_.buffer_bytes));
-    plan_.sources[i].size = extents_[i].end;
-    std::vector<std::uint32_t> by_begin = needs_of_[i];
-    std::sort(by_begin.begin(), by_begin.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return plan_.needs[a].begin < plan_.needs[b].begin; });
-    for (std::size_t first = 0; first < by_begin.size();) {
-      std::uint64_t run_end = plan_.needs[by_begin[first]].end;
-      std::size_t last = first + 1;
-      for (; last < by_begin.size() && plan_.needs[by_begin[last]].begin <= run_end + kUnreadGap; ++last)
-        run_end = std::max(run_end, plan_.needs[by_begin[last]].end);
-      const std::uint64_t run_begin = plan_.needs[by_begin[first]].begin / 4096 * 4096;
-      add_units(plan_, i, {by_begin.begin() + first, by_begin.begin() + last}, run_begin, run_end, unit, false);
-      first = last;
-    }
-    return Status::ok();
-  }
-
-  bool check_files_;
   Plan plan_;
   std::map<const StoredFile*, std::uint32_t> file_sources_;
   std::vector<std::vector<std::uint32_t>> needs_of_;  // per source
@@ -206,8 +179,8 @@ class PlanBuilder {
 
 }  // namespace
 
-Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files, BufferFit fit) {
-  PlanBuilder builder(check_files);
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, BufferFit fit) {
+  PlanBuilder builder;
   for (const HostStorage& s : host.storages) SNAPCACHE_RETURN_IF_ERROR(builder.add(s));
   builder.fit_buffer(buffer_bytes, fit);
   return std::move(builder).cut_units();
@@ -254,13 +227,11 @@ Status serve_needs(const Plan& plan, const Plan::Unit& unit, std::byte* buffer, 
 Status stage_unit(const StagingPlan& plan, const StagingPlan::Unit& unit, std::byte* read, StagingSink& sink) {
   const Plan::Source& src = plan.sources[unit.source];
   if (src.memory == nullptr) {
-    // The unit's chunks, each checked on the way (unless trusted); then the tail of the last
-    // matrix row begun here, which the next unit checks (plan_staging).
-    const std::uint64_t checked_end = src.checked ? unit.end : unit.begin;
-    if (src.checked) SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
-    if (unit.read_end > checked_end)
-      SNAPCACHE_RETURN_IF_ERROR(
-          src.file->read(read + (checked_end - unit.begin), checked_end, unit.read_end - checked_end));
+    // The unit's chunks, each checked on the way; then the tail of the last matrix row begun here,
+    // which the next unit checks (plan_staging).
+    SNAPCACHE_RETURN_IF_ERROR(src.file->read_checked(read, unit.begin, unit.end));
+    if (unit.read_end > unit.end)
+      SNAPCACHE_RETURN_IF_ERROR(src.file->read(read + (unit.end - unit.begin), unit.end, unit.read_end - unit.end));
   }
   return serve_needs(plan, unit, read, sink);
 }

@@ -32,11 +32,10 @@ class StagingSink {
 };
 
 struct StagingPlan {
-  // A source of bytes: a stored file (checked chunk by chunk when `checked`), or host memory. The
-  // host storages the plan was made from keep the files alive.
+  // A source of bytes: a stored file, checked chunk by chunk, or host memory. The host storages the
+  // plan was made from keep the files alive.
   struct Source {
     const StoredFile* file = nullptr;
-    bool checked = false;
     const std::byte* memory = nullptr;
     std::uint64_t size = 0;
   };
@@ -69,7 +68,7 @@ struct StagingPlan {
   std::vector<std::uint64_t> storage_offsets;  // in the destination, per host storage
   std::uint64_t destination_bytes = 0;
   std::uint64_t buffer_bytes = 0;   // the staging buffer the units were cut for
-  std::uint64_t bytes_checked = 0;  // the sizes of the stored files checked chunk by chunk
+  std::uint64_t bytes_checked = 0;  // the sizes of the stored files (each checked chunk by chunk)
 };
 
 // Destination offsets are multiples of this, as cudaMalloc's allocations are.
@@ -82,13 +81,14 @@ inline constexpr std::uint64_t kBufferGranule = 2ull << 20;
 // What a plan does with a buffer too small for a load: refuse, or take the smallest that fits.
 enum class BufferFit { exact, grow };
 
-// The plan for staging buffers of `buffer_bytes`; with `check_files`, every chunk of each stored
-// file a storage names is read and checked. A buffer must hold a file's checksum chunk plus the
+// The plan for staging buffers of `buffer_bytes`: every chunk of each stored file with checksums
+// that a storage names is read and checked (StoredFile::chunk_bytes() not 0); a storage in a file
+// without checksums (a checkpoint's) is read from memory, since there is nothing to check (reading
+// such a file instead measured no faster). A buffer must hold a file's checksum chunk plus the
 // tail of the longest matrix row a transpose reads past it, and every such row twice. When it does
 // not: with BufferFit::exact, fails (unsupported); with BufferFit::grow, the plan is cut for the
 // smallest buffer that does, a whole number of kBufferGranule (StagingPlan::buffer_bytes).
-Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, bool check_files = true,
-                                 BufferFit fit = BufferFit::exact);
+Result<StagingPlan> plan_staging(const HostStorages& host, std::uint64_t buffer_bytes, BufferFit fit = BufferFit::exact);
 
 // Whether a unit transposes (so its sink needs room for a unit's rows where it transposes).
 bool converts(const StagingPlan& plan, const StagingPlan::Unit& unit);

@@ -13,7 +13,6 @@
 #include "snapcache/extend/post_load.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
-#include "util/page_cache.h"
 
 namespace snapcache::host_path {
 
@@ -32,10 +31,10 @@ const StoredBytes* ServedStorages::stored(const c10::StorageImpl* storage) const
 }
 
 Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, NamedTensors& tensors,
-                                     ServedStorages& served, DeferredLayouts* deferred, const MethodObserver& observe) {
+                                     ServedStorages& served, methods::DeferredLayouts* deferred, const MethodObserver& observe) {
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
   StageTimer post(report, "post-load");
-  std::optional<DeferredLayouts::Scope> scope;
+  std::optional<methods::DeferredLayouts::Scope> scope;
   if (deferred != nullptr) scope.emplace(*deferred);
   for (std::size_t m = 0; m < plan.post_load.size(); ++m) {
     const auto& method = plan.post_load[m];
@@ -48,7 +47,7 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, N
         SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
                                                                 : deferred->materialize(tensors));
       if (properties.writes == PostLoadWrites::may_write_in_place)
-        for (const auto wanted = name_set(targets); auto& [name, t] : tensors)
+        for (const auto wanted = methods::name_set(targets); auto& [name, t] : tensors)
           if (wanted.count(name) != 0) {
             if (t.has_storage()) served.written_in_place(t.storage().unsafeGetStorageImpl());
             written_in_place.insert(name);
@@ -82,11 +81,12 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, N
 namespace {
 
 // Writes the pending layout conversions into host memory, for an uploader that does not.
-Status materialize_pending(DeferredLayouts* deferred, const NamedTensors& tensors, HostStorages& host) {
+Status materialize_pending(methods::DeferredLayouts* deferred, const NamedTensors& tensors, HostStorages& host) {
   if (deferred == nullptr || deferred->empty()) return Status::ok();
-  SNAPCACHE_RETURN_IF_ERROR(deferred->materialize(tensors));
-  for (HostStorage& s : host.storages) s.pending.reset();
-  return Status::ok();
+  Status written = deferred->materialize(tensors);
+  if (written)
+    for (HostStorage& s : host.storages) s.pending.reset();
+  return written;
 }
 
 // Below this the plain copy is as fast: the engine's first load in a process pins its staging
@@ -125,7 +125,7 @@ std::uint64_t declared_bytes(const ExpectedLayout& expected) {
 }
 
 Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
-                        HostStorages& host, DeferredLayouts* deferred, LoadReport& report) {
+                        HostStorages& host, methods::DeferredLayouts* deferred, LoadReport& report) {
   const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
   {
     StageTimer stage(report, "upload");
@@ -147,72 +147,28 @@ Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& u
   return device;
 }
 
-namespace {
-
-// The stored files the served storages lie in, each once.
-std::vector<const StoredFile*> stored_files_of(const HostStorages& served) {
-  std::set<const StoredFile*> seen;
-  std::vector<const StoredFile*> files;
-  for (const HostStorage& s : served.storages)
-    if (s.file && seen.insert(s.file->file.get()).second) files.push_back(s.file->file.get());
-  return files;
-}
-
-// The bytes of those files, and of them the bytes not in the page cache (sampled), which reading
-// them takes from the disk.
-struct StoredFileBytes {
-  std::uint64_t total = 0;
-  std::uint64_t off_page_cache = 0;
-};
-StoredFileBytes stored_file_bytes(const HostStorages& served) {
-  StoredFileBytes bytes;
-  for (const StoredFile* f : stored_files_of(served)) {
-    bytes.total += f->size();
-    if (const std::optional<double> share = f->resident_share())
-      bytes.off_page_cache += util::bytes_off_page_cache(f->size(), *share);
-  }
-  return bytes;
-}
-
-}  // namespace
-
 Result<Uploaded> to_device(const LoadPlan& plan, LoadReport& report, TierAnswer& served) {
   NamedTensors& tensors = served.tensors;
-  if (served.storages.storages.empty() && !tensors.empty()) {
-    auto described = describe_host_storages(tensors);
-    if (!described) return described.status().with_context("the served tensors");
-    served.storages = std::move(*described);
-  }
   // The uploader is chosen before post-load, so conversions can be left to one that writes them.
   const std::shared_ptr<Uploader> uploader =
       plan.uploader ? plan.uploader : default_uploader(plan.device, served.storages.total_bytes());
-  DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
-  DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
-  // Asked before the post-load methods or the upload read them into the page cache.
-  const bool hit = report.path == LoadPath::hit;
-  const StoredFileBytes stored = hit ? stored_file_bytes(served.storages) : StoredFileBytes{};
-  // What the methods read, read in parallel instead of a page fault at a time: from a hit's files,
-  // or from the checkpoint's (the storages the ordinary tier found untouched in its mapping, asked
-  // about before the loader ran).
-  const bool from_source = served.provenance == Provenance::source;
-  if ((stored.off_page_cache > 0 || (from_source && report.bytes_from_disk > 0)) && !plan.post_load.empty()) {
+  methods::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
+  methods::DeferredLayouts* defer = uploader->traits(plan.device).converts_layouts ? &deferred : nullptr;
+  // What the methods read, read in parallel instead of a page fault at a time, when the tier found
+  // part of its files off the page cache: from a hit's files, or from the checkpoint's (the
+  // storages the ordinary tier found untouched in its mapping).
+  if (served.bytes_from_disk > 0 && !plan.post_load.empty()) {
     StageTimer ahead(report, "read-ahead");
     ahead.done(read_ahead_for_post_load(plan.post_load, tensors, served.storages));
   }
-  // What the ordinary tier marked as the checkpoint's served the read-ahead alone: the upload reads
-  // the loader's memory (reading the checkpoint file instead measured no faster).
-  if (from_source)
-    for (HostStorage& storage : served.storages.storages) storage.file.reset();
   ServedStorages served_storages(served.storages);
   auto host = prepare_on_host(plan, report, tensors, served_storages, defer);
   if (!host) return host.status();
   SNAPCACHE_RETURN_IF_ERROR(load_plan::interruption(plan, "the upload"));
   auto device = upload(plan, uploader, tensors, *host, defer, report);
-  if (device && hit) {
+  if (device && report.path == LoadPath::hit) {
     report.bytes_checked = device->bytes_checked;
-    report.bytes_trusted = stored.total > device->bytes_checked ? stored.total - device->bytes_checked : 0;
-    report.file_bytes = stored.total;
-    report.bytes_from_disk = stored.off_page_cache;
+    report.bytes_trusted = served.file_bytes > device->bytes_checked ? served.file_bytes - device->bytes_checked : 0;
   }
   return device;
 }

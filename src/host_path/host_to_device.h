@@ -49,7 +49,7 @@ using MethodObserver =
 // method that may read their bytes gets them written first. A method that may write in place must
 // not run while a publication still writes its targets: the caller waits for it first.
 Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, NamedTensors& tensors,
-                                     ServedStorages& served, DeferredLayouts* deferred,
+                                     ServedStorages& served, methods::DeferredLayouts* deferred,
                                      const MethodObserver& observe = {});
 
 // The engine for large loads onto CUDA devices, the plain copy for the rest (which hands CPU
@@ -60,17 +60,18 @@ std::shared_ptr<Uploader> default_uploader(c10::Device device, std::uint64_t byt
 // the upload will move, give or take what post-load methods add.
 std::uint64_t declared_bytes(const ExpectedLayout& expected);
 
-// The host path of what a tier served on the host, whole: its storages described (unless the tier
-// described them); what the post-load methods will read that is not in the page cache, read ahead;
-// post-load and precision (prepare_on_host); the upload with its fallback (upload). On a hit the
-// report also says what the upload checked against the checksums, what it trusted by the files'
-// identities and what came from the disk. The plan's interrupt check is asked before the upload.
+// The host path of what a tier served on the host (its storages described: TierAnswer::storages),
+// whole: when the tier found part of its files off the page cache, what the post-load
+// methods will read, read ahead; post-load and precision (prepare_on_host); the upload with its
+// fallback (upload). On a hit the report also says what the upload checked against the checksums
+// and what it trusted by the files' identities. The plan's interrupt check is asked before the
+// upload.
 Result<Uploaded> to_device(const LoadPlan& plan, LoadReport& report, TierAnswer& served);
 
 // Uploads with `uploader`; when that is not the plain copy and fails, the plain copy uploads
 // instead and the report's reason says why. A failed upload releases what it allocated. A
 // checksum mismatch is never retried by another uploader: the bytes themselves are bad.
 Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
-                        HostStorages& host, DeferredLayouts* deferred, LoadReport& report);
+                        HostStorages& host, methods::DeferredLayouts* deferred, LoadReport& report);
 
 }  // namespace snapcache::host_path

@@ -35,17 +35,17 @@ struct Range {
 
 // The served storages the methods read, as indices into served.storages; nullopt when one of them
 // may read any.
-Result<std::optional<std::set<std::size_t>>> storages_read(const std::vector<std::shared_ptr<PostLoadMethod>>& methods,
+Result<std::optional<std::set<std::size_t>>> storages_read(const std::vector<std::shared_ptr<PostLoadMethod>>& post_load,
                                                            const NamedTensors& tensors, const HostStorages& served) {
   std::set<std::size_t> read;
-  for (const auto& method : methods) {
+  for (const auto& method : post_load) {
     auto named = guarded([&]() -> Result<std::optional<std::vector<std::string>>> {
       if (!method->properties().reads_only_targets) return std::optional<std::vector<std::string>>();
       return std::optional(method->targets(tensors));
     });
     if (!named) return named.status();
     if (!*named) return std::optional<std::set<std::size_t>>();
-    const auto wanted = name_set(**named);
+    const auto wanted = methods::name_set(**named);
     for (std::size_t i = 0; i < tensors.size() && i < served.storage_of.size(); ++i)
       if (wanted.count(tensors[i].first) != 0) read.insert(served.storage_of[i]);
   }
@@ -89,9 +89,9 @@ void read_pieces(const std::vector<Range>& pieces, const std::atomic<bool>* stop
 
 }  // namespace
 
-std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoadMethod>>& methods,
+std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoadMethod>>& post_load,
                                        const NamedTensors& tensors, const HostStorages& served) {
-  auto read = storages_read(methods, tensors, served);
+  auto read = storages_read(post_load, tensors, served);
   if (!read) return 0;  // the post-load stage calls the method again and reports its error
   std::vector<Range> ranges;
   for (std::size_t s = 0; s < served.storages.size(); ++s) {

@@ -3,14 +3,13 @@
 // The post-load methods read their targets on the host, through the entry's private mapping: with
 // the page cache dropped each page they touch is a page fault that waits for the disk on its own.
 // The demo's methods read a few KiB of scales per layer, and at 16 GiB on the GPU machine those
-// faults took 2.24 s, one at a time, before the upload could start (docs/performance.md, sixth
-// session). Read ahead in parallel, the same bytes cost what the disk's bandwidth says, and the
+// faults took 2.24 s, one at a time, before the upload could start (18 ms read ahead). Read ahead in parallel, the same bytes cost what the disk's bandwidth says, and the
 // upload engine, which reads the rest itself at the disk's rate, starts that much sooner.
 //
 // A load from the checkpoint meets the same faults in its loader: a loader that fuses or converts
 // reads the checkpoint's mapping a fault at a time, and with the page cache dropped the demo's
 // loader read its 5 GiB of q, k and v at 0.8 GB/s on the GPU machine, where `dd` read the file
-// at 2.1 (docs/performance.md, sixteenth session). FileReadAhead reads the checkpoint's files
+// at 2.1 (docs/performance.md). FileReadAhead reads the checkpoint's files
 // whole, in file order, on threads of its own while the loader runs, so its faults find the pages
 // there.
 #pragma once
@@ -32,7 +31,7 @@ namespace snapcache::host_path {
 // cache are skipped. Returns the bytes read. A hint: a method that throws naming its targets, or a
 // read that fails, reads nothing more here; the load itself then meets the error where it
 // reports it.
-std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoadMethod>>& methods,
+std::uint64_t read_ahead_for_post_load(const std::vector<std::shared_ptr<PostLoadMethod>>& post_load,
                                        const NamedTensors& tensors, const HostStorages& served);
 
 // Reads `files` whole into the page cache, in order, from when it is made until stop(): pieces of

@@ -7,6 +7,7 @@
 
 #include "methods/deferred_layout.h"
 #include "host_path/host_to_device.h"
+#include "loaders/checkpoint_file.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
 #include "torch/exceptions.h"
@@ -71,7 +72,7 @@ Status UploadAhead::put(NamedTensors tensors) {
 void UploadAhead::work() {
   // The loader comes first. A loader's torch operations run on every core (OpenMP), and a team
   // waits for its slowest thread: on the GPU machine, uploading beside the demo's loader at normal
-  // priority made the loader 7-9x slower (docs/performance.md, eleventh session). So this thread, and the engine's
+  // priority made the loader 7-9x slower (docs/performance.md). So this thread, and the engine's
   // workers it starts (threads inherit the policy), take only cores the loader leaves idle; once
   // the loader returns, every core is idle.
   sched_param none{};
@@ -103,8 +104,9 @@ Status UploadAhead::prepare_and_upload(NamedTensors tensors) {
   part.targets.resize(plan_.post_load.size());
   auto raw = describe_host_storages(tensors);
   if (!raw) return raw.status();
+  loaders::mark_checkpoint_storages(*raw);  // as the ordinary tier marks the whole: the uploader is told
   ServedStorages served(*raw);
-  DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
+  methods::DeferredLayouts deferred;  // outlives the upload: it keeps the conversions' sources
   LoadReport report;
   auto host = prepare_on_host(plan_, report, tensors, served, converts_layouts_ ? &deferred : nullptr,
                               [&](std::size_t m, const NamedTensors& given, const std::vector<std::string>& targets) {

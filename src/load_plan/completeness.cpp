@@ -3,7 +3,7 @@
 // warm path would refuse is ever published.
 #include <unordered_map>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/manifest.h"
 #include "snapcache/pipeline.h"
 #include "util/fmt.h"

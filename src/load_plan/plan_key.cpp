@@ -1,6 +1,6 @@
 // The key a plan loads under.
 #include "load_plan/plan_key.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 
 namespace snapcache {

@@ -8,7 +8,7 @@
 #include "methods/layout_kernels.h"
 #include "methods/named.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"
 

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 
 namespace snapcache::methods {
 

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/store_access.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/key.h"

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 #include "snapcache/pipeline.h"
 

@@ -31,18 +31,22 @@ class Collector final : public TensorSink {
 };
 
 // Asked before the loader reads them: how much of the checkpoint is not in the page cache, so
-// will come from the disk (LoadReport::bytes_from_disk). A file that cannot be asked counts as
-// neither; the loader meets whatever stopped the question itself. Returns the files a quarter or
-// more of which is not there.
-std::vector<std::string> note_checkpoint_off_page_cache(LoadContext& load, FileSystem& fs) {
-  std::vector<std::string> off;
-  for (const std::string& path : load.plan.checkpoint_files)
+// will come from the disk (TierAnswer::bytes_from_disk). A file that cannot be asked counts as
+// neither; the loader meets whatever stopped the question itself.
+struct CheckpointResidency {
+  std::uint64_t file_bytes = 0;
+  std::uint64_t bytes_from_disk = 0;
+  std::vector<std::string> mostly_off;  // the files a quarter or more of which is not there
+};
+CheckpointResidency checkpoint_off_page_cache(const LoadPlan& plan, FileSystem& fs) {
+  CheckpointResidency r;
+  for (const std::string& path : plan.checkpoint_files)
     if (auto residency = util::residency_of(fs, path)) {
-      load.report.file_bytes += residency->size;
-      load.report.bytes_from_disk += residency->off_page_cache;
-      if (residency->size > 0 && residency->off_page_cache * 4 >= residency->size) off.push_back(path);
+      r.file_bytes += residency->size;
+      r.bytes_from_disk += residency->off_page_cache;
+      if (residency->size > 0 && residency->off_page_cache * 4 >= residency->size) r.mostly_off.push_back(path);
     }
-  return off;
+  return r;
 }
 
 // Those files, to read ahead of a load that reads the checkpoint whole: onto a device (whose upload
@@ -69,11 +73,11 @@ class OrdinaryTier final : public Tier {
     const std::shared_ptr<FileSystem> fs =
         load.store != nullptr ? std::shared_ptr<FileSystem>(std::shared_ptr<FileSystem>(), &load.store->fs())
                               : posix_file_system();
-    const std::vector<std::string> off_page_cache = note_checkpoint_off_page_cache(load, *fs);
+    const CheckpointResidency residency = checkpoint_off_page_cache(plan, *fs);
     // It runs alongside the loader, whose time it shares: a stage the load does not wait for.
     std::optional<StageTimer> with_loader;
     std::optional<host_path::FileReadAhead> ahead;
-    if (auto files = options_.read_ahead ? to_read_ahead(plan, fs, off_page_cache)
+    if (auto files = options_.read_ahead ? to_read_ahead(plan, fs, residency.mostly_off)
                                          : std::vector<std::shared_ptr<const StoredFile>>();
         !files.empty()) {
       with_loader.emplace(load.report, "checkpoint read-ahead (with the loader)");
@@ -101,6 +105,8 @@ class OrdinaryTier final : public Tier {
                                            "read from the checkpoint by the ordinary loader");
     served.storages = std::move(*host);
     served.layout_checked = true;
+    served.file_bytes = residency.file_bytes;
+    served.bytes_from_disk = residency.bytes_from_disk;
     return served;
   }
 

@@ -1,12 +1,16 @@
 // The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
+#include <optional>
+#include <set>
+
 #include "tiers/background_publication.h"
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
 #include "util/fmt.h"
+#include "util/page_cache.h"
 
 namespace snapcache {
 namespace {
@@ -31,6 +35,19 @@ Status checkpoint_unchanged(Store& store, const LoadPlan& plan, const Key& key) 
   return Status::ok();
 }
 
+// The entry's data files (each once) and, of their bytes, those not in the page cache now (sampled):
+// asked before post-load or the upload read them.
+void note_files_off_page_cache(TierAnswer& served) {
+  std::set<const StoredFile*> seen;
+  for (const HostStorage& s : served.storages.storages) {
+    if (!s.file || !seen.insert(s.file->file.get()).second) continue;
+    const StoredFile& f = *s.file->file;
+    served.file_bytes += f.size();
+    if (const std::optional<double> share = f.resident_share())
+      served.bytes_from_disk += util::bytes_off_page_cache(f.size(), *share);
+  }
+}
+
 class SnapshotTier final : public Tier {
  public:
   std::string name() const override { return "snapshot"; }
@@ -51,6 +68,7 @@ class SnapshotTier final : public Tier {
                                                std::move(lk.reason), std::move(lk.entry_id));
         served.storages = std::move(*storages);
         served.layout_checked = true;  // the lookup checked the entry's records, and the tensors are theirs
+        note_files_off_page_cache(served);
         return served;
       }
       case LookupResult::miss:

@@ -15,7 +15,7 @@
 #include "support/donor_fixture.h"
 #include "snapcache/donor.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "support/catch.h"
 #include "support/child_process.h"

@@ -17,7 +17,7 @@
 #include "dit_model.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/key.h"

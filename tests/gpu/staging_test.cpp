@@ -26,7 +26,7 @@
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/key.h"
@@ -527,7 +527,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     const std::uint64_t chunk = published.file().chunk_size;
     const HostStorages pending = test::pending_transposes(published.mapped, &published.served);
     CHECK(gpu::plan_staging(pending, chunk).status().code() == StatusCode::unsupported);
-    auto grown = gpu::plan_staging(pending, chunk, true, gpu::BufferFit::grow);
+    auto grown = gpu::plan_staging(pending, chunk, gpu::BufferFit::grow);
     REQUIRE(grown.is_ok());
     CHECK(grown->buffer_bytes > chunk);
     CHECK(grown->buffer_bytes % gpu::kBufferGranule == 0);
@@ -535,7 +535,7 @@ TEST_CASE("staged transposes of odd shapes equal t().contiguous(), from memory a
     CHECK(grown->bytes_checked == published.file().size);
     require_transposed(run_into_host(*grown, grown->buffer_bytes), *grown, matrices);
     // A buffer that fits is taken as it is.
-    auto as_asked = gpu::plan_staging(pending, 16 << 20, true, gpu::BufferFit::grow);
+    auto as_asked = gpu::plan_staging(pending, 16 << 20, gpu::BufferFit::grow);
     REQUIRE(as_asked.is_ok());
     CHECK(as_asked->buffer_bytes == (16u << 20));
   }

@@ -9,7 +9,7 @@
 
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 #include "support/raw_storages.h"
 

@@ -54,6 +54,9 @@ class HostStagingUploader final : public Uploader {
     if (!plan) return plan.status();
     units = plan->units.size();
     bytes_checked = plan->bytes_checked;
+    bytes_read_from_files = 0;
+    for (const auto& unit : plan->units)
+      if (plan->sources[unit.source].file != nullptr) bytes_read_from_files += unit.read_end - unit.begin;
     bytes_wanted_from_files = 0;
     for (const HostStorage& s : host.storages)
       if (s.file || (s.pending && s.pending->source_file)) bytes_wanted_from_files += s.nbytes;
@@ -72,6 +75,7 @@ class HostStagingUploader final : public Uploader {
   int pending = 0;
   std::size_t units = 0;
   std::uint64_t bytes_checked = 0;
+  std::uint64_t bytes_read_from_files = 0;    // what the units read from files (not memory)
   std::uint64_t bytes_wanted_from_files = 0;  // the storages (or conversion sources) that lie in files
 };
 

@@ -1,4 +1,4 @@
-// The torch front end of the store (snapcache/extend/snapshot.h): tensors captured as storages and
+// The torch front end of the store (snapcache/extend/store_tensors.h): tensors captured as storages and
 // records, loaded back as tensors over the mapping, byte for byte, with their views and aliases.
 // The store underneath is tested without torch in snapcache_store_tests.
 #include <ATen/Functions.h>
@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "support/catch.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"

@@ -26,7 +26,7 @@ run() {  # SIZE NAME ARGS...: one bench run
 }
 {
   for size in $sizes; do
-    run "$size" defaults --only "${DEFAULTS_ONLY:-cold,warm,warm-view-only,warm-unchecked}"
+    run "$size" defaults --only "${DEFAULTS_ONLY:-cold,warm,warm-view-only}"
     # NAME:ARG,VALUE,ARG,VALUE... (commas for spaces)
     for cfg in ${CONFIGS:-t8:--threads,8 t16:--threads,16 c16:--chunk-mib,16 c32:--chunk-mib,32}; do
       name=${cfg%%:*} args=${cfg#*:}

@@ -37,9 +37,6 @@ struct StagedUploadOptions {
   // process costs about 0.1 ms per MiB, so a buffer no larger than a unit needs.
   std::uint64_t chunk_bytes = 10ull << 20;
   std::size_t threads = 0;  // 0: one per 64 MiB of load, at least two, at most the hardware threads (16)
-  // Compare every chunk of the snapshot files read with its checksum (it costs ~1% of a warm
-  // load; docs/performance.md). Off: bytes are trusted by file identity, as the plain copy does.
-  bool check_files = true;
   // Write pending layout conversions while staging. Off: the load writes them into host memory
   // first (the slow path in a new process: every converted byte is a fresh page).
   bool convert_layouts = true;

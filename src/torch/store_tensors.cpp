@@ -1,6 +1,6 @@
 // at::Tensor <-> store descriptors. Tensors built here sit directly on the entry's private
 // mapping (no copy) and keep it, with the entry's lease, alive through their storage's DataPtr.
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 
 #include "snapcache/extend/host_storage.h"
 
@@ -164,6 +164,25 @@ LoadedTensors load_tensors(Store& store, const Key& key, const ExpectedLayout* e
   else
     log(lk.result == LookupResult::fallback ? LogLevel::warn : LogLevel::info, what + ": " + lk.reason);
   return out;
+}
+
+Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot, const NamedTensors& tensors) {
+  auto host = describe_host_storages(tensors);
+  if (!host) return host.status();
+  const Manifest& m = snapshot->manifest();
+  if (tensors.size() != m.tensors.size())
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("{} tensors for a snapshot of {}", tensors.size(), m.tensors.size()));
+  const std::vector<std::shared_ptr<const StoredFile>> files = stored_files(snapshot);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint32_t record = m.tensors[i].storage;
+    HostStorage& s = host->storages[host->storage_of[i]];
+    if (tensors[i].first != m.tensors[i].name || s.data != snapshot->storage_data(record))
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("tensor '{}' is not the snapshot's tensor {} over its storage", tensors[i].first, i));
+    s.file = StoredBytes{files.at(m.storages[record].file), m.storages[record].offset};
+  }
+  return host;
 }
 
 }  // namespace snapcache

@@ -1,5 +1,6 @@
-// The torch front end of the store: publish a rank's named CPU tensors, load them back in a later
-// process as tensors over a private copy-on-write mapping of the entry.
+// A rank's tensors in the store: publish named CPU tensors, load them back in a later process as
+// tensors over a private copy-on-write mapping of the entry (an opened entry is a Snapshot), and
+// describe a snapshot's storages with where each lies in its files.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "snapcache/export.h"
+#include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/manifest.h"
@@ -52,5 +54,11 @@ SNAPCACHE_API LoadedTensors load_tensors(Store& store, const Key& key, const Exp
 
 // Builds tensors over an opened snapshot; each holds the snapshot (mapping and lease) alive.
 SNAPCACHE_API NamedTensors tensors_of(const std::shared_ptr<Snapshot>& snapshot);
+
+// The host storages of tensors_of(snapshot) (`tensors`, in the manifest's order), each with where
+// it lies in the snapshot's data files (HostStorage::file), read off the manifest: what the
+// snapshot tier serves.
+SNAPCACHE_API Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot,
+                                                     const NamedTensors& tensors);
 
 }  // namespace snapcache
