@@ -136,7 +136,7 @@ def stub_parameters(node):
 def stub_functions():
     """Every function of the stub, module-level and in classes, by its qualified name: the
     parameter names of each of its overloads."""
-    out = {}
+    out: "dict[str, list[list[str]]]" = {}
 
     def add(name, node):
         out.setdefault(name, []).append(stub_parameters(node))
@@ -163,6 +163,8 @@ def test_each_function_of_the_stub_has_the_parameters_the_binding_has():
         bound = bound_parameters(target)
         if not bound:  # not a pybind11 function (an exception's own method, say)
             continue
+        if any(name.startswith("*") for params in bound for name in params):
+            continue  # takes **kwargs: test_keyword_constructors_take_what_the_attributes_take tries them
         for params in declared:
             if params not in bound:
                 problems.append(f"{qualified}({', '.join(params)}): the binding takes "
