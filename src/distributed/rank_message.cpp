@@ -10,22 +10,22 @@ namespace {
 // A peer's text quoted in a refusal: enough to recognise, never the whole of a forged megabyte.
 constexpr std::size_t kQuotedBytes = 40;
 
-// What a value is, as a person says it: "an array", "a string", "null".
+// What a value is, as a person says it: "an array", "a string", "null", "true".
 std::string kind_of(const nlohmann::json& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::null: return "null";
     case nlohmann::json::value_t::object: return "an object";
     case nlohmann::json::value_t::array: return "an array";
     case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::boolean: return "true or false";
+    case nlohmann::json::value_t::boolean: return value.get<bool>() ? "true" : "false";
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned: return "an integer";
-    case nlohmann::json::value_t::number_float: return "a number with a fraction";
+    case nlohmann::json::value_t::number_float: return "a floating-point number";
     default: return "binary data";
   }
 }
 
-std::string quoted(const std::string& text) {
+std::string in_quotes(const std::string& text) {
   return "'" + (text.size() <= kQuotedBytes ? text : text.substr(0, kQuotedBytes) + "...") + "'";
 }
 
@@ -81,7 +81,7 @@ std::string RankMessage::one_of(const char* field, std::initializer_list<std::st
   if (!status_) return {};
   for (std::string_view a : allowed)
     if (value == a) return value;
-  malformed(fmt::format("its field '{}' is {}, where a rank sends one of {}", field, quoted(value),
+  malformed(fmt::format("its field '{}' is {}, where a rank sends one of {}", field, in_quotes(value),
                         fmt::join(allowed, ", ")));
   return {};
 }

@@ -182,15 +182,17 @@ TEST_CASE("group exchange: a malformed message in a rank's key is refused by nam
       {"ok-text", 2, "its field 'ok' is a string, where a rank sends true or false"},
   }));
   INFO("shape " << c.shape << " in round " << c.round);
-  GroupFixture f(3);
+  // Four ranks (the demo model's 8 heads and 256 columns split four ways), so that three read the
+  // forgery.
+  GroupFixture f(4);
   const std::string port = free_port();
   // Rank 0 comes to the round late (it starts late, or its publication writes slowly), so the
-  // forgery of rank 2's message lands before any rank reads the round. A rank that waited for a
+  // forgery of rank 3's message lands before any rank reads the round. A rank that waited for a
   // message would wait the whole timeout: a minute, far longer than the case takes.
   const std::vector<std::string> late =
       c.round == 0 ? std::vector<std::string>{"--delay-ms", "2500"} : std::vector<std::string>{"--write-delay-ms", "2500"};
   Started ranks = f.start(port, {{0, late}}, 60000);
-  ChildProcess forger(SNAPCACHE_RANK_HELPER, {"--forge-rank", "2", "--port", port, "--timeout-ms", "60000",
+  ChildProcess forger(SNAPCACHE_RANK_HELPER, {"--forge-rank", "3", "--port", port, "--timeout-ms", "60000",
                                               "--forge-round", std::to_string(c.round), "--forge-shape", c.shape});
   REQUIRE(forger.wait_for_line("forged"));
   REQUIRE(forger.last_line() == "forged " + c.shape);  // it landed: read back as written
@@ -199,26 +201,26 @@ TEST_CASE("group exchange: a malformed message in a rank's key is refused by nam
 
   // Every rank that read it refuses it, naming the rank, the step, what is wrong and who may have
   // written it: never a JSON library's exception.
-  for (int r : {0, 1}) {
+  for (int r : {0, 1, 2}) {
     const std::string& error = results[r]["error"];
     INFO("rank " << r << ": " << error);
     REQUIRE(results[r].exit_code == 1);
     REQUIRE(results[r]["path"].empty());
     REQUIRE_TEXT(error, contains,
-                 c.round == 0 ? "rank group: rank 2's message (answer from the snapshot tier) is malformed: "
-                              : "rank group: rank 2's message (outcome of the load) is malformed: ");
+                 c.round == 0 ? "rank group: rank 3's message (answer from the snapshot tier) is malformed: "
+                              : "rank group: rank 3's message (outcome of the load) is malformed: ");
     REQUIRE_TEXT(error, contains, c.says);
     REQUIRE_TEXT(error, contains, "another process may have written it");
     REQUIRE_TEXT(error, !contains, "json.exception");
     REQUIRE(error.size() < 2000);
     REQUIRE(results[r].seconds < 45);
   }
-  // Rank 2 finds its own message changed, and leaves saying so.
-  INFO("rank 2: " << results[2]["error"]);
-  REQUIRE(results[2].exit_code == 1);
-  REQUIRE_TEXT(results[2]["error"], contains, "rank 2's own message");
-  REQUIRE_TEXT(results[2]["error"], contains, "came back changed: another process overwrote it");
-  REQUIRE(results[2].seconds < 45);
+  // Rank 3 finds its own message changed, and leaves saying so.
+  INFO("rank 3: " << results[3]["error"]);
+  REQUIRE(results[3].exit_code == 1);
+  REQUIRE_TEXT(results[3]["error"], contains, "rank 3's own message");
+  REQUIRE_TEXT(results[3]["error"], contains, "came back changed: another process overwrote it");
+  REQUIRE(results[3].seconds < 45);
 }
 
 TEST_CASE("group exchange: ranks that load different models are refused, naming both groups", "[group][exchange]") {

@@ -33,12 +33,13 @@ TEST_CASE("a rank message is read field by field and refused by name when a fiel
   const Bad bad = GENERATE(values<Bad>({
       {R"({"tier": ["x"]})", "text tier", "its field 'tier' is an array, where a rank sends a string"},
       {R"({"tier": {"name": ["x"]}})", "text tier", "its field 'tier' is an object, where a rank sends a string"},
+      {R"({"tier": true})", "text tier", "its field 'tier' is true, where a rank sends a string"},
       {R"({"reason": "x"})", "text tier", "it has no field 'tier', where a rank sends a string"},
       {R"({"publish": 7})", "optional publish", "its field 'publish' is an integer, where a rank sends a string"},
       {R"({"ok": "yes"})", "flag ok", "its field 'ok' is a string, where a rank sends true or false"},
       {R"({"ok": null})", "flag ok", "its field 'ok' is null, where a rank sends true or false"},
       {R"({"code": "5"})", "integer code", "its field 'code' is a string, where a rank sends an integer from 0 to 14"},
-      {R"({"code": 5.5})", "integer code", "its field 'code' is a number with a fraction"},
+      {R"({"code": 5.5})", "integer code", "its field 'code' is a floating-point number"},
       {R"({"code": 15})", "integer code", "its field 'code' is 15, where a rank sends an integer from 0 to 14"},
       {R"({"code": -1})", "integer code", "its field 'code' is -1, where a rank sends an integer from 0 to 14"},
       // Above INT64_MAX, which a careless read would wrap into range.
