@@ -28,12 +28,6 @@ std::string ranks_word(std::size_t n) { return n == 1 ? "rank" : "ranks"; }
 
 std::string on_every_rank(std::size_t n) { return n == 1 ? "on the group's only rank" : fmt::format("on all {} ranks", n); }
 
-// A text field of a peer's message; anything but a string reads as "".
-std::string text_field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // A peer's error code, as it sent it; anything that is not an error code reads as a transport error.
 StatusCode peer_code(int code) {
   return code > static_cast<int>(StatusCode::ok) && code <= static_cast<int>(StatusCode::exception)
@@ -56,11 +50,12 @@ Status GroupAgreement::leave(Status why) {
   return why;
 }
 
-Result<std::vector<nlohmann::json>> GroupAgreement::exchange(nlohmann::json mine, const std::string& step) {
+Result<std::vector<distributed::RankMessage>> GroupAgreement::exchange(nlohmann::json mine, const std::string& step) {
   mine["group"] = identity_.id;
   mine["about"] = identity_.about;
   mine["step"] = step;
-  const std::string sent = mine.dump();
+  // A reason may hold bytes that are not UTF-8 (a file's name): replaced, so the message still goes out.
+  const std::string sent = mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const auto started = std::chrono::steady_clock::now();
   auto all = group_.exchange(sent);
   report_.group->agreement_seconds +=
@@ -77,25 +72,31 @@ Result<std::vector<nlohmann::json>> GroupAgreement::exchange(nlohmann::json mine
                                     "overwrote it (anyone who reaches the group's c10d store can write to it); the "
                                     "group's load is not safe",
                                     me, step)));
-  std::vector<nlohmann::json> out;
+  std::vector<distributed::RankMessage> out;
   out.reserve(all->size());
   for (std::size_t r = 0; r < all->size(); ++r) {
-    auto j = r == me ? std::move(mine) : nlohmann::json::parse((*all)[r], nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return Status(StatusCode::io_error, fmt::format("rank group: rank {} sent an unreadable message", r));
-    const std::string group = text_field(j, "group");
+    // This rank's own too: it is the text it sent (checked above), read as every other.
+    auto message = distributed::RankMessage::read(fmt::format("rank {}'s message ({})", r, step), (*all)[r]);
+    if (!message) return message.status();
+    // A message of no group, or of another, says so before anything else: its other fields are
+    // another load's.
+    const std::string group = message->optional_text("group").value_or("");
+    const std::string about = message->optional_text("about").value_or("");
+    if (!message->status()) return message->status();
     if (group != identity_.id)
       return Status(StatusCode::invalid_argument,
                     fmt::format("rank group: rank {}'s message belongs to group {} ({}), not this group {}: the ranks "
                                 "load different models, or a process of another group (or of none) wrote it",
-                                r, group.empty() ? "(none)" : clipped(group.substr(0, 6)), clipped(text_field(j, "about")),
+                                r, group.empty() ? "(none)" : clipped(group.substr(0, 6)), clipped(about),
                                 identity_.name()));
-    if (text_field(j, "step") != step)
+    const std::string their_step = message->text("step");
+    if (!message->status()) return message->status();
+    if (their_step != step)
       return Status(StatusCode::io_error,
                     fmt::format("rank group: rank {} sent its {} where rank {} sent its {}: the ranks are out of step "
                                 "(a message was overwritten by another process)",
-                                r, clipped(text_field(j, "step")), me, step));
-    out.push_back(std::move(j));
+                                r, clipped(their_step), me, step));
+    out.push_back(std::move(*message));
   }
   return out;
 }
@@ -113,12 +114,20 @@ Result<bool> GroupAgreement::agree_on_tier(const std::string& tier, const Result
   auto all = exchange(std::move(mine), "answer from the " + tier + " tier");
   if (!all) return all.status().with_context(fmt::format("agreeing on the {} tier", tier));
   std::vector<RankAnswer> round;
-  for (const nlohmann::json& j : *all)
-    round.push_back({j.value("tier", ""), j.value("outcome", ""), j.value("reason", ""), j.value("code", 0)});
+  for (distributed::RankMessage& m : *all) {
+    RankAnswer a;
+    a.tier = m.text("tier");
+    a.outcome = m.one_of("outcome", {to_string(TierOutcome::served), to_string(TierOutcome::missed),
+                                     to_string(TierOutcome::unusable), to_string(TierOutcome::skipped), "error"});
+    a.reason = clipped(m.text("reason"));
+    a.code = static_cast<int>(m.optional_integer("code", 0, static_cast<int>(StatusCode::exception)).value_or(0));
+    if (!m.status()) return m.status().with_context(fmt::format("agreeing on the {} tier", tier));
+    round.push_back(std::move(a));
+  }
   rounds_.push_back(round);
   for (std::size_t r = 0; r < round.size(); ++r) {
     std::string& line = report_.group->ranks[r];
-    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", round[r].tier, round[r].outcome);
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", clipped(round[r].tier), round[r].outcome);
   }
   // An error anywhere ends the load everywhere: this rank's in its own words, a peer's named.
   if (!answer) return answer.status();
@@ -127,7 +136,7 @@ Result<bool> GroupAgreement::agree_on_tier(const std::string& tier, const Result
       return Status(StatusCode::invalid_argument,
                     fmt::format("rank group: rank {} asked the {} tier where rank {} asked {}; every rank of a group "
                                 "must list the same tiers",
-                                r, round[r].tier, group_.rank(), tier));
+                                r, clipped(round[r].tier), group_.rank(), tier));
     if (round[r].outcome == "error")
       return Status(peer_code(round[r].code),
                     fmt::format("rank {}'s {} tier failed, so the group's load fails on every rank: {}", r, tier,
@@ -197,22 +206,38 @@ Status GroupAgreement::agree_on_outcome(const Status& local, bool damaged_hit, b
   }
   auto all = exchange(std::move(mine), "outcome of the load");
   if (!all) return all.status().with_context("agreeing on the load's outcome");
+  // Every rank's outcome, read in full before any of it is used.
+  struct RankOutcome {
+    bool ok = false;
+    int code = 0;
+    std::string error;
+    bool damaged_hit = false;
+    std::string publish;  // empty: nothing to publish
+    std::string publish_reason;
+  };
+  std::vector<RankOutcome> outcomes;
+  for (distributed::RankMessage& m : *all) {
+    RankOutcome o;
+    o.ok = m.flag("ok");
+    o.code = static_cast<int>(m.integer("code", 0, static_cast<int>(StatusCode::exception)));
+    o.error = clipped(m.text("error"));
+    o.damaged_hit = m.flag("damaged_hit");
+    o.publish = clipped(m.optional_text("publish").value_or(""));
+    o.publish_reason = clipped(m.optional_text("publish_reason").value_or(""));
+    if (!m.status()) return m.status().with_context("agreeing on the load's outcome");
+    outcomes.push_back(std::move(o));
+  }
   std::map<std::string, std::vector<int>> by_result;
   std::vector<std::string> not_published;
   int failed_rank = -1;
-  nlohmann::json failed;
-  for (std::size_t r = 0; r < all->size(); ++r) {
-    const nlohmann::json& j = (*all)[r];
-    retry |= j.value("damaged_hit", false);
-    if (!j.value("ok", false) && failed_rank < 0) {
-      failed_rank = static_cast<int>(r);
-      failed = j;
-    }
-    const std::string result = j.value("publish", "");
-    if (result.empty()) continue;
-    by_result[result].push_back(static_cast<int>(r));
-    if (result != "published" && result != "already_present")
-      not_published.push_back(fmt::format("rank {} {} ({})", r, result, j.value("publish_reason", "")));
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    const RankOutcome& o = outcomes[r];
+    retry |= o.damaged_hit;
+    if (!o.ok && failed_rank < 0) failed_rank = static_cast<int>(r);
+    if (o.publish.empty()) continue;
+    by_result[o.publish].push_back(static_cast<int>(r));
+    if (o.publish != "published" && o.publish != "already_present")
+      not_published.push_back(fmt::format("rank {} {} ({})", r, o.publish, o.publish_reason));
   }
   GroupReport& g = *report_.group;
   if (!by_result.empty()) {
@@ -230,9 +255,9 @@ Status GroupAgreement::agree_on_outcome(const Status& local, bool damaged_hit, b
   }
   if (!local) return local;
   if (failed_rank >= 0)
-    return Status(peer_code(failed.value("code", 0)),
+    return Status(peer_code(outcomes[static_cast<std::size_t>(failed_rank)].code),
                   fmt::format("rank {}'s load failed, so the group's load fails on every rank: {}", failed_rank,
-                              failed.value("error", "")));
+                              outcomes[static_cast<std::size_t>(failed_rank)].error));
   return Status::ok();
 }
 

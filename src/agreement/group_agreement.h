@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agreement/group_identity.h"
+#include "distributed/rank_message.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/rank_group.h"
@@ -57,9 +58,10 @@ class GroupAgreement {
     std::string reason;
     int code = 0;  // the StatusCode of an error
   };
-  // Every rank's message of this step, each checked to be this load's and this step's; this rank's
-  // own is the one it sent (a copy that came back changed is an error, and the rank leaves).
-  Result<std::vector<nlohmann::json>> exchange(nlohmann::json mine, const std::string& step);
+  // Every rank's message of this step, each checked to be this load's and this step's, to be read
+  // field by field (a field that is not what a rank sends refuses the message by name); this
+  // rank's own is the one it sent (a copy that came back changed is an error, and the rank leaves).
+  Result<std::vector<distributed::RankMessage>> exchange(nlohmann::json mine, const std::string& step);
   std::string round_text(const std::vector<RankAnswer>& round) const;
 
   RankGroup& group_;

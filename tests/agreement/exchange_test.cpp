@@ -1,5 +1,6 @@
 // The group exchange against what can reach its port (docs/reliability.md, "group exchange"): a
-// process that rewrites a rank's answer in the group's c10d store, two groups started on one
+// process that rewrites a rank's answer in the group's c10d store (to "served", or to a message no
+// rank sends), two groups started on one
 // MASTER_PORT, one rank claimed by two processes, ranks that load different models, and every
 // wait bounded by the group's timeout: a rank 0 that never starts, a port whose program accepts
 // and never answers, WORLD_SIZEs no group can have. Each case is real processes on loopback.
@@ -162,6 +163,64 @@ TEST_CASE("group exchange: a forged 'served' for a rank that missed never makes 
   REQUIRE(results[0].exit_code == 1);
   REQUIRE_TEXT(results[0]["error"], contains, "rank 1 left the group: rank group: rank 1's own message");
   REQUIRE(results[0]["path"].empty());
+}
+
+TEST_CASE("group exchange: a malformed message in a rank's key is refused by name on every rank, and nobody waits",
+          "[group][exchange]") {
+  struct Shape {
+    std::string shape;  // rank_helper_main.cpp's malformed()
+    int round;          // 0: the first tier's answers; 2: the outcome of a cold load (after two tiers)
+    std::string says;   // what the refusal says is wrong
+  };
+  const Shape c = GENERATE(values<Shape>({
+      {"tier-list", 0, "its field 'tier' is an array, where a rank sends a string"},
+      {"no-outcome", 0, "it has no field 'outcome', where a rank sends a string"},
+      {"nested", 0, "its field 'reason' is an object, where a rank sends a string"},
+      {"huge", 0, "bytes, and a rank's message is at most 65536"},
+      {"code-text", 0, "its field 'code' is a string, where a rank sends an integer from 0 to 14"},
+      {"not-json", 0, "it is not JSON"},
+      {"ok-text", 2, "its field 'ok' is a string, where a rank sends true or false"},
+  }));
+  INFO("shape " << c.shape << " in round " << c.round);
+  // Four ranks (the demo model's 8 heads and 256 columns split four ways), so that three read the
+  // forgery.
+  GroupFixture f(4);
+  const std::string port = free_port();
+  // Rank 0 comes to the round late (it starts late, or its publication writes slowly), so the
+  // forgery of rank 3's message lands before any rank reads the round. A rank that waited for a
+  // message would wait the whole timeout: a minute, far longer than the case takes.
+  const std::vector<std::string> late =
+      c.round == 0 ? std::vector<std::string>{"--delay-ms", "2500"} : std::vector<std::string>{"--write-delay-ms", "2500"};
+  Started ranks = f.start(port, {{0, late}}, 60000);
+  ChildProcess forger(SNAPCACHE_RANK_HELPER, {"--forge-rank", "3", "--port", port, "--timeout-ms", "60000",
+                                              "--forge-round", std::to_string(c.round), "--forge-shape", c.shape});
+  REQUIRE(forger.wait_for_line("forged"));
+  REQUIRE(forger.last_line() == "forged " + c.shape);  // it landed: read back as written
+  REQUIRE(forger.wait() == 0);
+  const std::vector<RankResult> results = ranks.collect();
+
+  // Every rank that read it refuses it, naming the rank, the step, what is wrong and who may have
+  // written it: never a JSON library's exception.
+  for (int r : {0, 1, 2}) {
+    const std::string& error = results[r]["error"];
+    INFO("rank " << r << ": " << error);
+    REQUIRE(results[r].exit_code == 1);
+    REQUIRE(results[r]["path"].empty());
+    REQUIRE_TEXT(error, contains,
+                 c.round == 0 ? "rank group: rank 3's message (answer from the snapshot tier) is malformed: "
+                              : "rank group: rank 3's message (outcome of the load) is malformed: ");
+    REQUIRE_TEXT(error, contains, c.says);
+    REQUIRE_TEXT(error, contains, "another process may have written it");
+    REQUIRE_TEXT(error, !contains, "json.exception");
+    REQUIRE(error.size() < 2000);
+    REQUIRE(results[r].seconds < 45);
+  }
+  // Rank 3 finds its own message changed, and leaves saying so.
+  INFO("rank 3: " << results[3]["error"]);
+  REQUIRE(results[3].exit_code == 1);
+  REQUIRE_TEXT(results[3]["error"], contains, "rank 3's own message");
+  REQUIRE_TEXT(results[3]["error"], contains, "came back changed: another process overwrote it");
+  REQUIRE(results[3].seconds < 45);
 }
 
 TEST_CASE("group exchange: ranks that load different models are refused, naming both groups", "[group][exchange]") {

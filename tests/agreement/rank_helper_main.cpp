@@ -10,7 +10,7 @@
 // usage: snapcache_rank_helper --checkpoint FILE --cache DIR --rank R --world W --port P
 //          [--transport store|nccl] [--device cpu|cuda] [--timeout-ms T] [--loads N]
 //          [--fail-publication] [--die-in-loader] [--heads H] [--component NAME] [--delay-ms D]
-//          [--agent-store] [--restart-count N] [--stderr-to-stdout]
+//          [--agent-store] [--restart-count N] [--write-delay-ms D] [--stderr-to-stdout]
 //
 // Two more modes play the other processes a group's port can meet:
 //   --serve-store --port P [--serve-ms S]   serves a c10d TCPStore there, as torchrun's agent does
@@ -19,6 +19,9 @@
 //                                           store as a client, waits for rank R's answer from the
 //                                           first tier, rewrites it to "served" and reads it back
 //                                           (prints "forged <was> -> <now>")
+//     [--forge-round N] [--forge-shape S]   rank R's message of round N instead (0: the first tier's
+//                                           answers), rewritten to a malformed one of shape S (see
+//                                           malformed()); prints "forged S" once it reads it back
 #include <signal.h>
 #include <stdlib.h>
 
@@ -47,7 +50,8 @@ namespace {
 struct Args {
   std::string checkpoint, cache, port = "29500", transport = "store", device = "cpu", component;
   int rank = 0, world = 1, loads = 1, heads = 8, timeout_ms = 60000, delay_ms = 0, serve_ms = 60000, forge_rank = -1,
-      restart_count = -1;
+      restart_count = -1, forge_round = 0, write_delay_ms = 0;
+  std::string forge_shape = "served";
   bool fail_publication = false, die_in_loader = false, agent_store = false, serve_store = false,
        stderr_to_stdout = false;
 };
@@ -79,6 +83,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--delay-ms") a.delay_ms = std::stoi(value());
     else if (k == "--serve-ms") a.serve_ms = std::stoi(value());
     else if (k == "--forge-rank") a.forge_rank = std::stoi(value());
+    else if (k == "--forge-round") a.forge_round = std::stoi(value());
+    else if (k == "--forge-shape") a.forge_shape = value();
+    else if (k == "--write-delay-ms") a.write_delay_ms = std::stoi(value());
     else if (k == "--agent-store") a.agent_store = true;
     else if (k == "--restart-count") a.restart_count = std::stoi(value());
     else if (k == "--serve-store") a.serve_store = true;
@@ -124,24 +131,42 @@ int serve_store(const Args& a) {
   return 0;
 }
 
-// Rewrites rank R's first answer (round 0 of the first store group: snapcache/store/0/0/R; a key
-// holds 'm' and the agreement's JSON) to "served", keeping everything else of it, as an adversary
-// who read the exchange would; then reads it back, so the test knows the forgery landed.
+// `message` (a rank's, as it sent it) made into one of a shape no rank sends, keeping its group
+// and step so that only the shape is wrong: a list where a string goes (the campaign's
+// {"tier": ["x"]}), a field left out, a field of the wrong type holding a nested one, a string of
+// two megabytes, an error code as text, a flag as text, text that is not JSON.
+std::string malformed(nlohmann::json message, const std::string& shape) {
+  if (shape == "tier-list") message["tier"] = {"x"};
+  else if (shape == "no-outcome") message.erase("outcome");
+  else if (shape == "nested") message["reason"] = {{"text", {"x", {{"y", 1}}}}};
+  else if (shape == "huge") message["reason"] = std::string(2u << 20, 'x');
+  else if (shape == "code-text") message["code"] = "5";
+  else if (shape == "ok-text") message["ok"] = "yes";
+  else if (shape == "not-json") return "{\"tier\": [";
+  else usage(("unknown --forge-shape " + shape).c_str());
+  return message.dump();
+}
+
+// Rewrites rank R's message of a round (round N of the first store group: snapcache/store/0/N/R; a
+// key holds 'm' and the agreement's JSON): its first answer to "served", keeping everything else
+// of it, as an adversary who read the exchange would, or to a malformed one (--forge-shape); then
+// reads it back, so the test knows the forgery landed.
 int forge(const Args& a) {
   auto tcp = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client_of(a));
   c10d::PrefixStore store("snapcache/store/0", tcp);
-  const std::string key = "0/" + std::to_string(a.forge_rank);
+  const std::string key = std::to_string(a.forge_round) + "/" + std::to_string(a.forge_rank);
   store.wait({key});
   const std::vector<std::uint8_t> was = store.get(key);
   const std::string frame = !was.empty() && was[0] == 'm' ? "m" : "";  // before the framing, a key held bare JSON
   auto answer = nlohmann::json::parse(std::string(was.begin() + static_cast<long>(frame.size()), was.end()));
   const std::string before = answer.value("outcome", "");
-  answer["outcome"] = "served";
-  const std::string forged = frame + answer.dump();
+  if (a.forge_shape == "served") answer["outcome"] = "served";
+  const std::string forged = frame + (a.forge_shape == "served" ? answer.dump() : malformed(answer, a.forge_shape));
   store.set(key, std::vector<std::uint8_t>(forged.begin(), forged.end()));
   const std::vector<std::uint8_t> now = store.get(key);
   const bool landed = std::string(now.begin(), now.end()) == forged;
-  std::cout << "forged " << before << " -> " << (landed ? "served" : "(not landed)") << std::endl;
+  if (a.forge_shape != "served") std::cout << "forged " << (landed ? a.forge_shape : "(not landed)") << std::endl;
+  else std::cout << "forged " << before << " -> " << (landed ? "served" : "(not landed)") << std::endl;
   return landed ? 0 : 1;
 }
 
@@ -191,6 +216,8 @@ int main(int argc, char** argv) {
     fault.times = -1;
     fs->inject(fault);
   }
+  // A rank whose disk is slow: its publication, and so its outcome of the load, comes late.
+  if (a.write_delay_ms > 0) fs->set_write_delay(std::chrono::milliseconds(a.write_delay_ms));
 
   demo::DitConfig dit;
   dit.hidden = 256;
