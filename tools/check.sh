@@ -14,6 +14,9 @@ bash tools/setup.sh
 # The layers and the file-system seam hold as src/CMakeLists.txt and tools/check_layers.py say, and
 # no function in src/ is longer than 100 lines (lizard counts them).
 python3 tools/check_layers.py
+# The docs' links resolve, and docs/design.md names only what exists (tools/check_docs.py says what
+# it checks).
+python3 tools/check_docs.py
 "${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}/venv-torch-$(head -n1 cmake/torch-version)/bin/python3" -m lizard \
   src -l cpp -L 100 -C 10000 -T nloc=100000 -T token_count=1000000 -T parameter_count=1000 -w
 cmake --preset default
