@@ -189,8 +189,10 @@ TEST_CASE("group exchange: a malformed message in a rank's key is refused by nam
   // Rank 0 comes to the round late (it starts late, or its publication writes slowly), so the
   // forgery of rank 3's message lands before any rank reads the round. A rank that waited for a
   // message would wait the whole timeout: a minute, far longer than the case takes.
+  // The write delay is per write: the demo entry's publication makes about 30, so 80 ms each makes
+  // rank 0 about 2.5 s late, as --delay-ms does in round 0.
   const std::vector<std::string> late =
-      c.round == 0 ? std::vector<std::string>{"--delay-ms", "2500"} : std::vector<std::string>{"--write-delay-ms", "2500"};
+      c.round == 0 ? std::vector<std::string>{"--delay-ms", "2500"} : std::vector<std::string>{"--write-delay-ms", "80"};
   Started ranks = f.start(port, {{0, late}}, 60000);
   ChildProcess forger(SNAPCACHE_RANK_HELPER, {"--forge-rank", "3", "--port", port, "--timeout-ms", "60000",
                                               "--forge-round", std::to_string(c.round), "--forge-shape", c.shape});

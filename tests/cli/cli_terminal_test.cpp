@@ -209,7 +209,8 @@ TEST_CASE("cli ls prints invisible characters in names escaped, so no two compon
   // --json keeps each name exact.
   auto json = run_cli(with_dir(cache, {"ls", "--json"}));
   std::set<std::string> listed;
-  for (const auto& e : json.json()["entries"]) listed.insert(e["component"].get<std::string>());
+  const auto listing = json.json();  // a range-for over a temporary's member would read a destroyed object
+  for (const auto& e : listing["entries"]) listed.insert(e["component"].get<std::string>());
   for (const auto& [name, escaped] : names) CHECK(listed.count(name) == 1);
 }
 
