@@ -80,6 +80,7 @@ struct EvictRequest {
 struct EvictOutcome {
   std::vector<std::string> evicted;                          // least recently used first
   std::vector<std::uint64_t> evicted_bytes;                  // parallel to `evicted`
+  std::vector<std::string> evicted_stale;                    // parallel to `evicted`: EntryInfo::stale
   std::vector<std::pair<std::string, std::string>> skipped;  // id, why: in use (leased) or no such entry
   // id, the error that stopped its removal (a read-only file system, a file where the entry's
   // directory should be, ...): the cache could not be written, which is not "in use".
@@ -95,12 +96,21 @@ struct GarbageOptions {
   // safe. Unfinished publications without a lease file always get at least an hour.
   std::int64_t grace_seconds = 3600;
   bool strays = true;  // also files in the cache directory that belong to no entry
+  // Also entries no load can reach (EntryInfo::stale) unused for the grace period, chosen and
+  // removed by evict() as `snapcache evict --stale --older-than GRACE` does, leased ones left.
+  // `snapcache gc` sets it; off here because it lists and checks every entry, which a
+  // publication's own cleanup of tmp/ and trash/ must not pay.
+  bool stale = false;
 };
 
 struct GarbageItem {
   std::string path;
   std::string reason;  // "unfinished publication, its writer is gone", "stray file", ...
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // what it held; when not removed, what it still holds
+  // ok: removed (on a dry run: would be). Otherwise why it is still there, in whole or in part:
+  // busy for a stale entry in use (it goes once its lease is let go), another code for a removal
+  // the system refused (an immutable file, a read-only file system), with the path refused.
+  Status error;
 };
 
 // Outcomes counted by every process that used this cache directory (kept in <dir>/stats.json).
@@ -182,8 +192,9 @@ SNAPCACHE_API Result<std::uint64_t> remove_entry(Store& store, const std::string
 SNAPCACHE_API Status quarantine(Store& store, const std::string& id, const std::string& why);
 SNAPCACHE_API Result<EvictOutcome> evict(Store& store, const EvictRequest& request);
 // Removes unfinished publications whose writer is gone, and trash; with `options`, also those
-// older than a grace period and files that belong to no entry. Fails when one of the cache's
-// directories exists but cannot be listed.
+// older than a grace period, files that belong to no entry and stale entries. Every item found is
+// returned, with its error when it could not be removed (the rest is removed all the same). Fails,
+// having removed nothing, when one of the cache's directories exists but cannot be listed.
 SNAPCACHE_API Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOptions& options);
 // Bytes under entries/, tmp/ and trash/.
 SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);

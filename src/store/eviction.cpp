@@ -58,6 +58,7 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
       }
       out.evicted.push_back(e.id);
       out.evicted_bytes.push_back(e.bytes);
+      out.evicted_stale.push_back(e.stale);
       out.bytes_freed += e.bytes;
       total -= std::min(total, e.bytes);
       continue;
@@ -72,6 +73,7 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
     }
     out.evicted.push_back(e.id);
     out.evicted_bytes.push_back(*removed);
+    out.evicted_stale.push_back(e.stale);
     out.bytes_freed += *removed;
     total -= std::min(total, *removed);
   }

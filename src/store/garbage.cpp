@@ -1,5 +1,5 @@
 // Garbage collection: unfinished publications whose writer is gone, removed entries waiting in
-// trash/, and files in the cache directory that belong to no entry.
+// trash/, files in the cache directory that belong to no entry, and entries no load can reach.
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -57,11 +57,50 @@ class Collector {
   }
   std::int64_t grace_ns() const { return options_.grace_seconds * kNsPerSecond; }
 
+  // Removes `path` (on a dry run: says it would). What cannot be removed is reported with the
+  // reason, never dropped: it stays, and it counts toward the cache's size.
   void take(const std::string& path, std::string reason) {
     auto bytes = tree_size(fs_, path);
-    if (!bytes) return;  // gone meanwhile, or unreadable: nothing we could reliably remove
-    if (options_.dry_run == DryRun::no && !remove_tree(fs_, path)) return;
-    items_.push_back({path, std::move(reason), *bytes});
+    if (!bytes && bytes.status().code() == StatusCode::not_found) return;  // gone meanwhile
+    if (!bytes) {
+      items_.push_back({path, std::move(reason), 0, bytes.status()});
+      return;
+    }
+    GarbageItem item{path, std::move(reason), *bytes, Status::ok()};
+    if (options_.dry_run == DryRun::no) {
+      item.error = remove_tree(fs_, path);
+      if (!item.error) {
+        auto left = tree_size(fs_, path);
+        item.bytes = left ? *left : 0;
+      }
+    }
+    items_.push_back(std::move(item));
+  }
+
+  // Entries no load can reach, through evict(): its rule says which entries are stale, that one
+  // in use stays and how an entry is removed. The grace period is its "unused for".
+  Status stale_entries(Store& store) {
+    EvictRequest request;
+    request.stale = true;
+    request.unused_for_seconds = options_.grace_seconds;
+    request.dry_run = options_.dry_run;
+    auto out = evict(store, request);
+    if (!out) return out.status();
+    auto reason = [](const std::string& why) { return "stale entry: " + why; };
+    for (std::size_t i = 0; i < out->evicted.size(); ++i)
+      items_.push_back({store.entry_path(out->evicted[i]), reason(out->evicted_stale[i]), out->evicted_bytes[i],
+                        Status::ok()});
+    for (const auto& [id, why] : out->skipped) {
+      const std::string path = store.entry_path(id);
+      auto info = entry_info(store, id);
+      if (!info) continue;  // gone meanwhile
+      items_.push_back({path, reason(info->stale), info->bytes, Status(StatusCode::busy, why)});
+    }
+    for (const auto& [id, error] : out->failed) {
+      auto info = entry_info(store, id);  // its bytes may be in trash/ by now, named in the error
+      items_.push_back({store.entry_path(id), "stale entry", info ? info->bytes : 0, error});
+    }
+    return Status::ok();
   }
 
   // Something where the store keeps a directory of its own making (misses/, an entry removed to
@@ -230,6 +269,8 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
     if (!top) return top.status();
   }
 
+  // Stale entries first: their eviction lists the entries again, and fails before it removes any.
+  if (options.stale) SNAPCACHE_RETURN_IF_ERROR(c.stale_entries(store));
   for (const auto& e : tmp->names) c.unfinished(dir + "/" + store::kTmpDir + "/" + e.name);
   for (const auto& e : trash->names) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
   if (!options.strays) return c.take_items();

@@ -115,14 +115,6 @@ std::string unique_suffix() {
 
 namespace {
 
-Status ok_if_gone(Status st) { return st.code() == StatusCode::not_found ? Status::ok() : st; }
-
-Status too_deep(const std::string& path) {
-  return Status(StatusCode::foreign, fmt::format("{} is nested more than {} levels deep; snapcache makes no such "
-                                                 "tree and leaves it alone",
-                                                 path, kMaxTreeDepth));
-}
-
 // `path` split into the directory that holds it and its last name.
 std::pair<std::string, std::string> split_path(const std::string& path) {
   auto slash = path.find_last_of('/');
@@ -130,55 +122,196 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// `name` in the open directory `parent` and everything below it. Only names are looked up, each
-// in the directory already opened, with nothing followed: a symlink anywhere is unlinked itself.
-Status remove_at_depth(FileSystem& fs, int parent, const std::string& name, const std::string& path, int depth) {
-  auto id = fs.stat_at(parent, name);
-  if (!id) return ok_if_gone(id.status().with_context("remove " + path));
-  if (!id->is_directory) return ok_if_gone(fs.remove_at(parent, name, false).with_context(path));
-  if (depth >= kMaxTreeDepth) return too_deep(path);
-  auto dir = fs.open_directory_at(parent, name);
-  if (!dir) return ok_if_gone(dir.status().with_context("remove " + path));
-  auto entries = fs.list_directory_at(dir->get());
-  if (!entries) return entries.status().with_context("remove " + path);
-  for (const auto& e : *entries)
-    SNAPCACHE_RETURN_IF_ERROR(remove_at_depth(fs, dir->get(), e.name, path + "/" + e.name, depth + 1));
-  return ok_if_gone(fs.remove_at(parent, name, true).with_context(path));
-}
+// A walk of one tree by directory descriptors, children before their directory, with no limit on
+// its depth: nothing recurses, and only the deepest kOpenLevels directories keep a descriptor. A
+// directory whose descriptor was closed is opened again on the way back up as ".." of its child,
+// and must be the directory that was left (device and inode): one renamed meanwhile ends the walk
+// instead of leading it into whatever holds it now. Names are only ever looked up in a directory
+// already opened, with nothing followed, and a directory on another file system (a mount) is not
+// entered: what lies there is not the tree's.
+class TreeWalk {
+ public:
+  // What the walk does with each thing it meets; `parent` holds `name`.
+  struct Visitor {
+    virtual ~Visitor() = default;
+    // Anything that is not a directory (a symlink is one of these, never followed).
+    virtual Status leaf(int parent, const std::string& name, const FileIdentity& id) = 0;
+    // A directory, after everything below it, unless something there was refused (a directory
+    // that still holds something cannot be removed, and its removal would only say so).
+    virtual Status directory_done(int parent, const std::string& name) = 0;
+  };
 
-Result<std::uint64_t> size_at_depth(FileSystem& fs, int parent, const std::string& name, const std::string& path,
-                                    int depth) {
-  auto id = fs.stat_at(parent, name);
-  if (!id) return id.status().with_context("measure " + path);
-  if (id->is_symlink) return std::uint64_t{0};  // its target is not the cache's
-  if (!id->is_directory) return id->size;
-  if (depth >= kMaxTreeDepth) return too_deep(path);
-  auto dir = fs.open_directory_at(parent, name);
-  if (!dir) return dir.status().with_context("measure " + path);
-  auto entries = fs.list_directory_at(dir->get());
-  if (!entries) return entries.status().with_context("measure " + path);
-  std::uint64_t total = 0;
-  for (const auto& e : *entries) {
-    auto sub = size_at_depth(fs, dir->get(), e.name, path + "/" + e.name, depth + 1);
-    if (sub) total += *sub;  // a file removed meanwhile counts as nothing
+  TreeWalk(FileSystem& fs, std::string root) : fs_(fs), root_(std::move(root)) {}
+
+  // Walks `root_`. What it returns is an error that stopped the walk: the top cannot be looked at
+  // (not_found: there is nothing), or a directory moved while the walk was inside it. A refusal
+  // of anything in the tree (the top's own removal included) is recorded instead (first_failure,
+  // failures), and the walk goes on with the rest.
+  Status run(Visitor& visitor) {
+    auto [parent_path, name] = split_path(root_);
+    auto parent = fs_.open_directory(parent_path);
+    if (!parent) return parent.status();
+    auto id = fs_.stat_at(parent->get(), name);
+    if (!id) return id.status().with_context(root_);
+    if (!id->is_directory) {
+      Status st = visitor.leaf(parent->get(), name, *id);
+      if (!st && st.code() != StatusCode::not_found) record(st, root_);
+      return Status::ok();
+    }
+    device_ = id->device;
+    SNAPCACHE_RETURN_IF_ERROR(enter(parent->get(), name).with_context(root_));
+    while (!levels_.empty()) {
+      Level& top = levels_.back();
+      if (!top.pending.empty()) {
+        std::string child = std::move(top.pending.back().name);
+        top.pending.pop_back();
+        visit(visitor, top.fd.get(), child);
+        continue;
+      }
+      Level done = std::move(levels_.back());
+      levels_.pop_back();
+      int holder = parent->get();
+      if (!levels_.empty()) {
+        auto reopened = reopen_parent(done);
+        if (!reopened) return reopened.status();
+        holder = *reopened;
+      }
+      Status st = done.failed ? Status(StatusCode::io_error, "not empty") : visitor.directory_done(holder, done.name);
+      if (!st && !done.failed && st.code() != StatusCode::not_found)
+        record(st, levels_.empty() ? root_ : path_of(done.name));
+      if (!st && !levels_.empty()) levels_.back().failed = true;
+    }
+    return Status::ok();
   }
-  return total;
-}
+
+  const Status& first_failure() const { return first_failure_; }
+  std::uint64_t failures() const { return failures_; }
+
+ private:
+  static constexpr std::size_t kOpenLevels = 16;
+
+  struct Level {
+    std::string name;  // in the level above (the root: in its parent)
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+    UniqueFd fd;                    // closed when more than kOpenLevels lie below
+    std::vector<DirEntry> pending;  // names not visited yet
+    bool failed = false;            // something below was refused
+  };
+
+  void visit(Visitor& visitor, int dir, const std::string& name) {
+    auto id = fs_.stat_at(dir, name);
+    if (!id) {
+      if (id.status().code() != StatusCode::not_found) fail(id.status(), name);  // gone meanwhile: nothing to do
+      return;
+    }
+    if (!id->is_directory) {
+      Status st = visitor.leaf(dir, name, *id);
+      if (!st && st.code() != StatusCode::not_found) fail(st, name);
+      return;
+    }
+    if (id->device != device_) {
+      fail(Status(StatusCode::foreign, "a mount point: the file system mounted there is not the tree's"), name);
+      return;
+    }
+    Status st = enter(dir, name);
+    if (!st && st.code() != StatusCode::not_found) fail(st, name);
+  }
+
+  Status enter(int parent, const std::string& name) {
+    auto fd = fs_.open_directory_at(parent, name);
+    if (!fd) return fd.status();
+    auto id = fs_.fstat(fd->get());
+    if (!id) return id.status();
+    auto names = fs_.list_directory_at(fd->get());
+    if (!names) return names.status();
+    levels_.push_back({name, id->device, id->inode, std::move(*fd), std::move(*names), false});
+    if (levels_.size() > kOpenLevels) levels_[levels_.size() - 1 - kOpenLevels].fd = UniqueFd();
+    return Status::ok();
+  }
+
+  // The descriptor of the level above `done`, opened again as its ".." if it was closed.
+  Result<int> reopen_parent(const Level& done) {
+    Level& up = levels_.back();
+    if (up.fd.valid()) return up.fd.get();
+    auto fd = fs_.open_directory_at(done.fd.get(), "..");
+    if (!fd) return fd.status().with_context(path_of(done.name + "/.."));
+    auto id = fs_.fstat(fd->get());
+    if (!id) return id.status().with_context(path_of(done.name + "/.."));
+    if (id->device != up.device || id->inode != up.inode)
+      return Status(StatusCode::foreign, fmt::format("{} was moved out of {} while it was walked; the walk stops there",
+                                                     path_of(done.name), root_));
+    up.fd = std::move(*fd);
+    return up.fd.get();
+  }
+
+  void fail(const Status& st, const std::string& name) {
+    record(st, path_of(name));
+    levels_.back().failed = true;
+  }
+
+  void record(const Status& st, const std::string& path) {
+    if (failures_++ == 0) first_failure_ = st.with_context(path);
+  }
+
+  // The path of `name` in the deepest level, for messages only: a deep tree's paths are long, and
+  // making one per level would make the walk quadratic in its depth.
+  std::string path_of(const std::string& name) const {
+    std::string path = root_;
+    for (std::size_t i = 1; i < levels_.size(); ++i) path += "/" + levels_[i].name;
+    return name.empty() ? path : path + "/" + name;
+  }
+
+  FileSystem& fs_;
+  std::string root_;
+  std::uint64_t device_ = 0;
+  std::vector<Level> levels_;
+  Status first_failure_;
+  std::uint64_t failures_ = 0;
+};
+
+class Remover : public TreeWalk::Visitor {
+ public:
+  explicit Remover(FileSystem& fs) : fs_(fs) {}
+  Status leaf(int parent, const std::string& name, const FileIdentity&) override {
+    return fs_.remove_at(parent, name, false);
+  }
+  Status directory_done(int parent, const std::string& name) override { return fs_.remove_at(parent, name, true); }
+
+ private:
+  FileSystem& fs_;
+};
+
+class Measurer : public TreeWalk::Visitor {
+ public:
+  Status leaf(int, const std::string&, const FileIdentity& id) override {
+    if (!id.is_symlink) total += id.size;  // a link's target is not the tree's
+    return Status::ok();
+  }
+  Status directory_done(int, const std::string&) override { return Status::ok(); }
+  std::uint64_t total = 0;
+};
 
 }  // namespace
 
 Status remove_tree(FileSystem& fs, const std::string& path) {
-  auto [parent_path, name] = split_path(path);
-  auto parent = fs.open_directory(parent_path);
-  if (!parent) return ok_if_gone(parent.status());
-  return remove_at_depth(fs, parent->get(), name, path, 0);
+  TreeWalk walk(fs, path);
+  Remover remover(fs);
+  Status stopped = walk.run(remover);
+  if (!stopped) return stopped.code() == StatusCode::not_found ? Status::ok() : stopped;
+  const Status& first = walk.first_failure();
+  if (walk.failures() <= 1) return first;
+  return Status(first.code(),
+                fmt::format("{} (and {} more in {} that could not be removed)", first.message(), walk.failures() - 1, path),
+                first.sys_errno());
 }
 
 Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path) {
-  auto [parent_path, name] = split_path(path);
-  auto parent = fs.open_directory(parent_path);
-  if (!parent) return parent.status();
-  return size_at_depth(fs, parent->get(), name, path, 0);
+  TreeWalk walk(fs, path);
+  Measurer measurer;
+  // Below the top, what cannot be looked at counts as nothing, like a file removed while counting.
+  SNAPCACHE_RETURN_IF_ERROR(walk.run(measurer));
+  return measurer.total;
 }
 
 Status make_directories(FileSystem& fs, const std::string& path) {

@@ -44,14 +44,15 @@ Status write_file_atomic(FileSystem& fs, const std::string& path, const std::str
                          AtomicFile::Durability durability = AtomicFile::Durability::durable);
 // Removes a directory tree; a missing path is fine. The directory holding `path` is the caller's
 // (opened as named); `path` and everything below it are walked by directory descriptor and never
-// followed: a symlink is removed itself, its target is never touched. A tree deeper than
-// kMaxTreeDepth is refused: the cache makes none, and each level holds a descriptor.
+// followed: a symlink is removed itself, its target is never touched, and a mount point is not
+// entered. Any depth: the walk does not recurse and holds at most 16 descriptors (junk left in
+// the cache may be nested arbitrarily deep, and must not stay for good). What cannot be removed
+// is left and the rest removed; the error names the first thing refused and counts the others.
 Status remove_tree(FileSystem& fs, const std::string& path);
 // Sum of the sizes of the files below `path`, walked like remove_tree: a symlink counts as nothing
-// and is not followed (so a link loop cannot make it walk forever); a file removed while counting
-// counts as nothing.
+// and is not followed (so a link loop cannot make it walk forever); a file removed while counting,
+// or one below the top that cannot be looked at, counts as nothing.
 Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path);
-inline constexpr int kMaxTreeDepth = 16;
 // Creates `path` and missing parents.
 Status make_directories(FileSystem& fs, const std::string& path);
 

@@ -120,7 +120,8 @@ TEST_CASE("cli evict --older-than counts a lease dated in the future as used now
 
 TEST_CASE("cli gc removes strays dated in the future: a wrong clock protects nothing", "[cli][clock][gc]") {
   Cache cache;
-  const std::string id = cache.publish(46);
+  const Key key = cache.reachable_key(46);  // not stale: gc --grace 0 keeps it
+  const std::string id = cache.publish(key, 46);
   const std::string in_2036 = cache.path() + "/entries/notes-2036.txt";
   const std::string in_2300 = cache.path() + "/entries/notes-2300.txt";
   const std::string soon = cache.path() + "/entries/notes-soon.txt";  // another host's clock, a little ahead
@@ -143,6 +144,6 @@ TEST_CASE("cli gc removes strays dated in the future: a wrong clock protects not
   INFO(now.out << now.err);
   CHECK(now.exit_code == 0);
   CHECK_FALSE(path_exists(soon));
-  CHECK(cache.store->lookup(store_key(46)).result == LookupResult::hit);
+  CHECK(cache.store->lookup(key).result == LookupResult::hit);
   CHECK(path_exists(cache.store->entry_path(id)));
 }

@@ -13,12 +13,28 @@ namespace snapcache::test {
 
 Cache::Cache() : store(*Store::open(test_config(dir.path()))) {}
 
-std::string Cache::publish(int seed, std::size_t mib) {
+std::string Cache::publish(int seed, std::size_t mib) { return publish(store_key(seed), seed, mib); }
+
+std::string Cache::publish(const Key& key, int seed, std::size_t mib) {
   PublishOptions options;
   options.chunk_size = 1 << 20;
-  auto out = publish_raw(*store, store_key(seed), raw_model(seed, mib), options);
+  auto out = publish_raw(*store, key, raw_model(seed, mib), options);
   if (out.result != PublishResult::published) throw std::runtime_error("publish: " + out.status.to_string());
   return out.entry_id;
+}
+
+std::string Cache::checkpoint_file(int seed) const {
+  return dir / ("model-" + std::to_string(seed) + ".safetensors");
+}
+
+Key Cache::reachable_key(int seed) {
+  const std::string file = checkpoint_file(seed);
+  write_bytes(file, std::string(100 + seed, 'w'));
+  auto described = describe_checkpoint(*posix_file_system(), {file});
+  if (!described) throw std::runtime_error("describe " + file + ": " + described.status().to_string());
+  Key key = store_key(seed);
+  key.checkpoint = *described;
+  return key;
 }
 
 std::vector<std::string> with_dir(const Cache& cache, std::vector<std::string> args) {

@@ -20,8 +20,17 @@ struct Cache {
   std::shared_ptr<Store> store;
   Cache();
   const std::string& path() const { return dir.path(); }
-  // Publishes raw_model(seed, mib) under store_key(seed) in 1 MiB chunks; returns the id.
+  // Publishes raw_model(seed, mib) under store_key(seed) in 1 MiB chunks; returns the id. The
+  // key's checkpoint names a path where no file is, so `ls` shows the entry stale and `gc --grace
+  // 0` removes it: use publish_reachable for an entry a gc must keep.
   std::string publish(int seed, std::size_t mib = 1);
+  // store_key(seed) keyed by a real checkpoint file, written next to the cache
+  // (checkpoint_file(seed)), as a loader keys it: its entry is stale only once that file changes
+  // or goes.
+  Key reachable_key(int seed);
+  std::string checkpoint_file(int seed) const;
+  // Publishes raw_model(seed, mib) under `key`; returns the id.
+  std::string publish(const Key& key, int seed, std::size_t mib = 1);
   std::string lease_path(const std::string& id) const { return store->entry_path(id) + "/lease"; }
   std::string data_path(const std::string& id) const { return store->entry_path(id) + "/data-0000.bin"; }
 };
