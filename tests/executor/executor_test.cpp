@@ -217,7 +217,7 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   auto cold = load_model(store.get(), f.plan());
   REQUIRE(cold.is_ok());
   CHECK(tiers_of(cold->report) == "snapshot missed, ordinary served");
-  CHECK(cold->report.tiers[0].reason.find("no entry for this key") != std::string::npos);
+  CHECK(cold->report.tiers[0].reason.find("this model's first load") != std::string::npos);
   // Started in the background, and waited for: the CPU load hands out the published host tensors.
   CHECK(has_stage(cold->report, "publish (started)"));
   CHECK(has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
