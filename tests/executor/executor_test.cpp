@@ -766,6 +766,38 @@ TEST_CASE("a hit's lookup claims no bytes it did not read, and a failed load's t
   CHECK(std::stod(text.substr(at + 8)) >= 120.0);  // it was "total 0.0" whatever the load took
 }
 
+TEST_CASE("a plan that declares no layout is refused before its loader runs, saying how to declare one",
+          "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  plan.expected.clear();
+  auto ran = std::make_shared<int>(0);
+  plan.ordinary_loader = [inner = f.plan(), ran](const LoadPlan&) {
+    ++*ran;
+    return run_ordinary_loader(inner);
+  };
+  for (Store* s : {store.get(), static_cast<Store*>(nullptr)}) {
+    auto loaded = load_model(s, plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    const std::string message = loaded.status().message();
+    INFO(message);
+    CHECK(loaded.status().code() == StatusCode::invalid_argument);
+    CHECK(message.find("declares no tensors (LoadPlan::expected is empty)") != std::string::npos);
+    CHECK(message.find("expected_layout_of") != std::string::npos);
+    CHECK(message.find("snapcache.module_layout(module)") != std::string::npos);
+    CHECK(message.find("not expected") == std::string::npos);
+    LoadedModel model;
+    auto reloaded = reload_model(s, plan, model);
+    REQUIRE_FALSE(reloaded.is_ok());
+    CHECK(reloaded.status().message() == message);
+  }
+  CHECK(*ran == 0);
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  CHECK(entries->empty());
+}
+
 TEST_CASE("every way a loader's output breaks the declared layout is named in one error, cold and warm",
           "[executor][report]") {
   test::DemoFixture f;
