@@ -255,8 +255,7 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
   const std::string on_first_use =
       "8.0 GiB of 16.0 GiB not in the page cache: read from the disk as the tensors handed out are first used";
   CHECK(report.page_cache() == on_first_use);
-  // Nor did an upload that moved nothing (before, a CPU hit's "upload" made "13406.93 GB/s" of
-  // no time at all).
+  // Nor did an upload that moved nothing: its bytes over no time would make a rate of nothing.
   report.stages.push_back({"upload", 0.000001, 0, ""});
   CHECK(report.page_cache() == on_first_use);
   // A read-ahead for the post-load methods reads their targets, not the entry: its time, no rate.
