@@ -178,7 +178,9 @@ struct KeyDifference {
   // What changed, in words a person reads, by the field's rule (Field::says): "torch 2.10.0 ->
   // 2.11.0", "loader source changed", "checkpoint model-00002.safetensors modified 3m after the
   // version the entry was made from", "checkpoint file model-00003.safetensors is new". Empty
-  // where no rule says more than the values (describe_differences then shows those).
+  // where no rule says more than the values (describe_differences then shows those). A long value
+  // (a config's list of 36 layer types) is shown around where it changed, "..." for the rest;
+  // `wanted` and `found` keep it whole.
   std::string words;
 };
 // Compares identities (key_identity): a file keyed by content differs only in size or digest
@@ -186,8 +188,8 @@ struct KeyDifference {
 // their place are matched by path, so a file added to or dropped from the checkpoint is named as
 // such ("checkpoint[/ckpt/model-00003.safetensors]": wanted "present", found "(absent)").
 SNAPCACHE_API std::vector<KeyDifference> diff_keys(const Key& wanted, const Key& found);
-// "torch 2.10.0 -> 2.11.0, dtype float16 -> bfloat16 (and 2 more)": each difference's words (or
-// "field wanted != found" for one without).
+// "torch 2.10.0 -> 2.11.0, dtype float16 -> bfloat16 (and 2 more; `snapcache why` lists each)":
+// the first `max` differences' words (or "field wanted != found" for one without).
 SNAPCACHE_API std::string describe_differences(const std::vector<KeyDifference>& diffs, std::size_t max = 4);
 // Whether two keys name the same checkpoint as a person does: the same files at the same places
 // (or, keyed by content, the same bytes), whatever changed in them since. A modified checkpoint

@@ -213,23 +213,20 @@ SNAPCACHE_API void record_failed_load(const Store& store, const Key& key, const 
 SNAPCACHE_API Result<std::vector<std::pair<std::string, Key>>> entry_keys(Store& store);
 // The entry a miss is best explained by, and how its key differs (diff_keys).
 struct NearestEntry {
-  // How near it is, as a person compares: the same model and checkpoint first (another rank,
-  // dtype or torch, or the checkpoint changed since), then the same model's other checkpoints,
-  // and only when the cache holds neither, another model.
-  enum class Kinship { same_checkpoint, same_component, other_component };
   std::string id;
   std::vector<KeyDifference> differences;
-  Kinship kinship = Kinship::other_component;
 };
-// "same component and checkpoint", "same component, another checkpoint (none of this one is
-// cached)", "another component (none of 'dit' is cached)": what a miss says about its choice.
-SNAPCACHE_API std::string describe_kinship(const NearestEntry& nearest, const Key& key);
-// The entry nearest to `key`: of its component and checkpoint (same_checkpoint: the same files,
-// changed or not) if there is one, else of its component, else any; among those, the one that
-// differs in the fewest fields. It compares at most 16 entries, whatever the size of the cache,
-// chosen by the cache's index: those of the key's component and checkpoint; if there are none,
-// one of each other checkpoint of its component; if there are none either, one of each other
-// component.
+// The entry nearest to `key`: one of its component and checkpoint (same_checkpoint: the same
+// files, changed or not; another rank, dtype or torch), the one that differs in the fewest fields.
+// Only such an entry explains a miss: how another model's key, or this model's on other files,
+// differs says nothing of why this one missed. With none, the miss is that model's first load
+// (first_load_reason). It compares at most 16 entries, whatever the size of the cache, chosen by
+// the cache's index (those of the key's component and checkpoint).
 SNAPCACHE_API std::optional<NearestEntry> nearest_entry(Store& store, const Key& key);
+// What a miss with no nearest entry says, the lookup's reason and `snapcache why`'s alike: "no entry
+// of component 'dit' for this checkpoint yet: this model's first load".
+SNAPCACHE_API std::string first_load_reason(const Key& key);
+// The words that name a nearest entry in a miss's reason: "(same component and checkpoint)".
+inline constexpr const char* kNearestEntryWords = "same component and checkpoint";
 
 }  // namespace snapcache

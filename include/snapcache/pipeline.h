@@ -172,6 +172,8 @@ struct LoadReport {
   // the stages that read it (a hit: read-ahead, upload; from the checkpoint: the ordinary load,
   // post-load, the upload) and, on a hit with a quarter or more of the entry from the disk, the
   // rate that makes (a loader reads what it needs of a checkpoint, which the library does not see).
+  // A CPU hit has no upload: its tensors are handed out over the entry's mapping, whose pages come
+  // from the disk as the caller first uses them, at no rate the load sees.
   std::uint64_t bytes_from_disk = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
   double seconds = 0;
@@ -196,6 +198,9 @@ class SNAPCACHE_API StageTimer {
   Status fail(Status status);
   // Records a failure the caller goes on from (a tier that could not be used).
   void fail(std::string error);
+  // Records nothing: the stage turned out not to happen (a CPU load's upload hands the host
+  // tensors out as they are), and a report lists only stages that did.
+  void skip();
 
  private:
   void record(std::uint64_t bytes, std::string error);

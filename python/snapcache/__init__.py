@@ -137,14 +137,30 @@ def load_model(plan: LoadPlan, store: _StoreChoice = _DEFAULT) -> LoadedModel:
     the result). Returns a LoadedModel (weights, derived, report, publication). `store`: default
     the environment's (default_store()); None: no cache (the load is ineligible). Raises a
     snapcache.Error subclass when the load itself fails (your loader, a mismatch, a post-load
-    method), never because of the cache: storage problems are fallbacks, named in the report."""
+    method), never because of the cache: storage problems are fallbacks, named in the report.
+    The plan comes first, then the store (C++'s load_model(store, plan) is a TypeError that says so)."""
+    _check_plan_first("load_model(plan, store={})", plan, store)
     return _core.load_model(_store_for(store), plan)
 
 
 def reload_model(plan: LoadPlan, model: LoadedModel, store: _StoreChoice = _DEFAULT) -> LoadReport:
     """Loads again and copies into `model`'s existing tensors in place (addresses kept), then runs
-    the refresh hooks. Returns the LoadReport."""
+    the refresh hooks. Returns the LoadReport. The plan comes first, as for load_model."""
+    _check_plan_first("reload_model(plan, model, store={})", plan, store)
     return _core.reload_model(_store_for(store), plan, model)
+
+
+def _check_plan_first(call: str, plan: object, store: object) -> None:
+    # The package's order is the plan's first, with the store a keyword that may be left out; the
+    # extension (and C++) take the store first. A store, or None, in the plan's place is that order
+    # mixed up: said, with the call as it is meant, instead of pybind11's list of signatures.
+    if isinstance(plan, LoadPlan):
+        return
+    if plan is None or isinstance(plan, Store):
+        given = "None" if plan is None else "store"
+        raise TypeError(f"snapcache.{call.split('(')[0]} takes the plan first: snapcache.{call.format(given)} "
+                        f"(the store first is the C++ order, snapcache._core's)")
+    raise TypeError(f"snapcache.{call.split('(')[0]}: plan must be a snapcache.LoadPlan, not {type(plan).__name__}")
 
 
 # A LoadReport is a read-only record: a copy is the same object, so a model that carries its report

@@ -8,7 +8,6 @@ load the meta-built model is compared with from_pretrained's, so a framework ver
 differently is refused with the difference instead of being bound wrongly.
 """
 
-import hashlib
 import json
 import os
 
@@ -36,7 +35,7 @@ def flat_options(prefix, value):
     """A value as key options, one per field ("config.hidden_size": "64"), so that `snapcache why`
     names each field that changed with both values instead of a digest. Nested mappings are walked
     (their keys sorted; private ones, "_name", left out); every other value is its canonical JSON."""
-    out = {}
+    out: "dict[str, str]" = {}
     _flatten(prefix, value, out)
     return out
 
@@ -57,10 +56,28 @@ def _stable_text(value):
     return type(value).__qualname__ if " at 0x" in text else text
 
 
-def digest(value):
-    """A short, stable digest of a JSON-able value (a config, keyword arguments) for the key."""
-    text = json.dumps(value, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def key_options(framework, version, model_class, config_json, constructor_keywords):
+    """What of a framework's load goes in the key's options, the one place that decides: the
+    framework and its version, the model class, the resolved config field by field ("config.
+    hidden_size"), and the keywords the model's constructor gets besides its config
+    ("from_pretrained.NAME"; transformers passes it those its config does not take). With the
+    checkpoint files (the files the framework resolved: a `variant` or a `subfolder` chooses other
+    files), the dtype and torch, that is everything that decides the tensors. Every other keyword of
+    from_pretrained is left out, since it changes no tensor: how the model runs (attn_implementation,
+    experts_implementation) is the built model's, not the weights'; where and how the files are read
+    (revision, local_files_only, cache_dir, use_safetensors, disable_mmap, low_cpu_mem_usage, ...)
+    changes no byte of a local directory's files; a config override is in the config. So
+    `snapcache why` names each field that changed, with both values (docs/python.md)."""
+    options = {"framework": f"{framework} {version}", "model_class": qualified_name(model_class)}
+    options.update(flat_options("config", config_json))
+    if constructor_keywords:
+        options.update(flat_options("from_pretrained", constructor_keywords))
+    return options
+
+
+def named(path):
+    """A path or a Hub id as the user wrote it, quoted and made printable, for an error message."""
+    return f"'{_core.printable(os.fspath(path))}'"
 
 
 def qualified_name(cls):
@@ -87,6 +104,18 @@ def refuse_keywords(kwargs, refused, integration):
         )
 
 
+def refuse_missing_directory(path, subfolder, what):
+    """InvalidArgument when `path` (and its `subfolder`) is not a local directory, naming the path as
+    the user wrote it: a Hub id is not fetched (transformers and diffusers would download it)."""
+    if not os.path.isdir(path):
+        raise _core.InvalidArgument(
+            f"{what}: {named(path)} is not a directory (pass a local directory; for a Hub id, "
+            f"huggingface_hub.snapshot_download(id) gives one)"
+        )
+    if subfolder and not os.path.isdir(os.path.join(path, subfolder)):
+        raise _core.InvalidArgument(f"{what}: {named(path)} has no subfolder {named(subfolder)}")
+
+
 def refuse_random_tensors(integration, model, path, loading_info):
     """Mismatch when from_pretrained initialized tensors at random (missing from the checkpoint, or
     of another shape there): a snapshot would keep one draw, which no later from_pretrained gives."""
@@ -102,16 +131,18 @@ def refuse_random_tensors(integration, model, path, loading_info):
 
 
 def _structure(module):
-    """Each tensor object once: its names (tied ones together), parameter or buffer, dtype, shape."""
+    """Each tensor object once: its names (tied ones together), parameter or buffer, dtype, shape, and
+    a parameter's requires_grad (a buffer has none: None)."""
     return {
-        tuple(s.names): (s.is_parameter, s.tensor.dtype, tuple(s.tensor.shape))
+        tuple(s.names): (s.is_parameter, s.tensor.dtype, tuple(s.tensor.shape),
+                         s.tensor.requires_grad if s.is_parameter else None)
         for s in _slots(module)
     }
 
 
 def differences(reference, built, facts):
     """What differs between from_pretrained's model and the meta-built one: the tensors (names, ties,
-    dtypes, shapes) and the `facts` given as {what: (reference's, built's)}."""
+    dtypes, shapes, requires_grad) and the `facts` given as {what: (reference's, built's)}."""
     problems = []
     if type(reference) is not type(built):
         problems.append(f"class {type(reference).__name__} != {type(built).__name__}")
@@ -121,13 +152,16 @@ def differences(reference, built, facts):
     for names in new.keys() - ref.keys():
         problems.append(f"{' = '.join(names)} is one tensor in the built model, not in from_pretrained's")
     for names in ref.keys() & new.keys():
-        (ref_param, ref_dtype, ref_shape), (new_param, new_dtype, new_shape) = ref[names], new[names]
+        ref_param, ref_dtype, ref_shape, ref_grad = ref[names]
+        new_param, new_dtype, new_shape, new_grad = new[names]
         if ref_dtype != new_dtype:
             problems.append(f"'{names[0]}' is {dtype_name(ref_dtype)} in from_pretrained's model, {dtype_name(new_dtype)} built")
         if ref_shape != new_shape:
             problems.append(f"'{names[0]}' has shape {list(ref_shape)} in from_pretrained's model, {list(new_shape)} built")
         if ref_param != new_param:
             problems.append(f"'{names[0]}' is a {'parameter' if ref_param else 'buffer'} in from_pretrained's model")
+        elif ref_grad != new_grad:
+            problems.append(f"'{names[0]}' has requires_grad={ref_grad} in from_pretrained's model, {new_grad} built")
     if reference.training != built.training:
         problems.append(f"training={reference.training} in from_pretrained's model, {built.training} built")
     for what, (ref_value, new_value) in facts.items():
@@ -169,11 +203,11 @@ def pretrained_loader(what, built, pretrained, facts):
 
 
 def load_pretrained(framework, version, integration_file, built, *, files, path, component, dtype, device, config_json,
-                    kwargs, pretrained, facts, store):
-    """What both integrations do once `built` is on meta: a key of every checkpoint file, the
-    config, the model class, the framework's version and the from_pretrained keywords, and a load
-    whose ordinary loader is the framework's own from_pretrained (`pretrained()`, checked against
-    `built` and `facts(reference)`). Returns the LoadReport."""
+                    constructor_keywords, pretrained, facts, store):
+    """What both integrations do once `built` is on meta: a key of every checkpoint file and of
+    key_options (the framework's version, the model class, the config field by field, the
+    constructor's keywords), and a load whose ordinary loader is the framework's own from_pretrained
+    (`pretrained()`, checked against `built` and `facts(reference)`). Returns the LoadReport."""
     name = type(built).__name__
     return load_into(
         built,
@@ -182,12 +216,7 @@ def load_pretrained(framework, version, integration_file, built, *, files, path,
         identity=source_identity(integration_file),
         dtype=dtype,
         device=device,
-        options={
-            "framework": f"{framework} {version}",
-            "model_class": qualified_name(type(built)),
-            "config": digest(config_json),
-            "from_pretrained": digest(sorted(kwargs.items())),
-        },
+        options=key_options(framework, version, type(built), config_json, constructor_keywords),
         loader=pretrained_loader(f"snapcache.{framework} ({name} from {path})", built, pretrained, facts),
         store=store,
     )

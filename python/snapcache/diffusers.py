@@ -73,6 +73,7 @@ def from_pretrained(pipeline_class: Any, path: "str | os.PathLike[str]", *,
     `return_report=True` returns (pipe, reports)."""
     dtype = kwargs.pop("torch_dtype", None) if dtype is None else dtype  # diffusers' older name
     _frameworks.refuse_keywords(kwargs, _REFUSED, "snapcache.diffusers")
+    _frameworks.refuse_missing_directory(path, None, "snapcache.diffusers.from_pretrained")
     device = torch.device(device)
     index = pipeline_class.load_config(path)
     component_keywords = {k: kwargs[k] for k in ("variant", "use_safetensors") if k in kwargs}
@@ -131,13 +132,16 @@ def model_from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, d
         raise _core.InvalidArgument("snapcache.diffusers: low_cpu_mem_usage=False is not supported")
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise _core.InvalidArgument(f"snapcache.diffusers: dtype must be a torch.dtype or None, not {dtype!r}")
+    _frameworks.refuse_missing_directory(path, kwargs.get("subfolder"), "snapcache.diffusers.model_from_pretrained")
     device = torch.device(device)
     built, files = _build_on_meta(model_class, path, dtype, dict(kwargs))
     config = _config_json(built)
     report = _frameworks.load_pretrained(
         "diffusers", _diffusers.__version__, __file__, built,
         files=files, path=path, component=component, dtype=dtype, device=device, config_json=config,
-        kwargs=kwargs,
+        # A diffusers model's constructor keywords are its config (register_to_config): the config
+        # holds every keyword that reaches it; the others change no tensor (_frameworks.key_options).
+        constructor_keywords={},
         pretrained=lambda: _pretrained(model_class, path, dtype, kwargs),
         facts=lambda reference: {"the config": (_config_json(reference), config)},
         store=store,
@@ -201,8 +205,6 @@ def _build_on_meta(model_class, path, dtype, kwargs):
     for name in _DROPPED:
         kwargs.pop(name, None)
     folder = os.path.join(path, download.get("subfolder") or "")
-    if not os.path.isdir(folder):
-        raise _core.InvalidArgument(f"snapcache.diffusers: '{folder}' is not a directory (pass a local directory)")
     files = _checkpoint_files(folder, variant)
     config, unused = model_class.load_config(path, return_unused_kwargs=True, **download, **kwargs)
     config = copy.deepcopy(config)

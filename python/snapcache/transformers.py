@@ -24,6 +24,7 @@ try:
     from transformers import modeling_utils as _modeling_utils
     from transformers.core_model_loading import build_glob_alternation
     from transformers.models.auto.auto_factory import _BaseAutoModelClass, _get_model_class
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.monkey_patching import patch_output_recorders
     from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, ContextManagers
 except ImportError as e:  # pragma: no cover - exercised by test_frameworks_optional
@@ -74,37 +75,36 @@ def from_pretrained(model_class: Any, path: "str | os.PathLike[str]", *, dtype: 
     (the config's dtype, as transformers resolves it). `device`: one device ("cpu", "cuda:0").
     `store`: the cache (default: the environment's; None: no cache). `component`: the key's
     component (default: the model class's name). Other keywords go to from_pretrained (config
-    overrides, attn_implementation, revision, ...) and into the key.
+    overrides, attn_implementation, revision, ...); what they change in the tensors is in the key
+    (the config field by field, the files they choose), the rest is not (_frameworks.key_options).
 
     Returns the model, with `model.snapcache_report` (hit, miss or fallback, and why);
     `return_report=True` returns (model, report). Raises snapcache.InvalidArgument for keywords
-    snapcache does not rebuild (device_map, quantization_config, ...), and snapcache.Mismatch (on a
-    cold load) when this transformers version builds the model differently from snapcache.
+    snapcache does not rebuild (device_map, quantization_config, ...), snapcache.Unsupported where
+    trust_remote_code=True would run the checkpoint's own code, and snapcache.Mismatch (on a cold
+    load) when this transformers version builds the model differently from snapcache.
     """
     kwargs = dict(kwargs)
     torch_dtype = kwargs.pop("torch_dtype", None)  # transformers' older name, as from_pretrained takes it
     if torch_dtype is not None and dtype in ("auto", None):
         dtype = torch_dtype
     _frameworks.refuse_keywords(kwargs, _REFUSED, "snapcache.transformers")
-    if kwargs.get("trust_remote_code"):
-        raise _core.Unsupported(
-            "snapcache.transformers.from_pretrained: trust_remote_code models are not supported (their code is not "
-            "part of the key)"
-        )
-    kwargs.pop("trust_remote_code", None)
-    folder = os.path.join(path, kwargs.get("subfolder") or "")
-    if not os.path.isdir(folder):
-        raise _core.InvalidArgument(
-            f"snapcache.transformers.from_pretrained: '{folder}' is not a directory (pass a local directory; for a Hub "
-            f"id, huggingface_hub.snapshot_download(id) gives one)"
-        )
+    _frameworks.refuse_missing_directory(path, kwargs.get("subfolder"), "snapcache.transformers.from_pretrained")
+    # Only the checkpoint's own code makes trust_remote_code matter, and that code is not in the key:
+    # refused where it would run, a no-op (as in transformers) where there is none.
+    trust_remote_code = kwargs.pop("trust_remote_code", None)
+    download: Any = {k: kwargs[k] for k in _DOWNLOAD_KEYWORDS if k in kwargs}
+    if trust_remote_code:
+        _refuse_remote_code(model_class, path, kwargs.get("config"), download)
     device = torch.device(device)
-    built, files, dtype = _build_on_meta(model_class, path, dtype, dict(kwargs))
+    built, files, dtype, constructor_keywords = _build_on_meta(model_class, path, dtype, dict(kwargs))
+    if trust_remote_code:
+        _refuse_custom_generate(built, os.path.join(path, download.get("subfolder") or ""))
     config_json = _config_json(built.config)
     report = _frameworks.load_pretrained(
         "transformers", _transformers.__version__, __file__, built,
         files=files, path=path, component=component, dtype=dtype, device=device, config_json=config_json,
-        kwargs=kwargs,
+        constructor_keywords=constructor_keywords,
         pretrained=lambda: _pretrained(model_class, path, dtype, kwargs),
         facts=lambda reference: {
             "the config": (_config_json(reference.config), config_json),
@@ -121,6 +121,53 @@ def _pretrained(model_class, path, dtype, kwargs):
     return model
 
 
+def _refuse_remote_code(model_class: Any, path: Any, config: Any, download: Any) -> None:
+    """Unsupported when from_pretrained(model_class, path, trust_remote_code=True) would run a class of
+    the checkpoint's own, as transformers decides it (AutoConfig.from_pretrained and
+    _BaseAutoModelClass.from_pretrained): an Auto class runs the class config.json's auto_map names
+    for it (for AutoConfig, when it reads the config), unless a class registered outside transformers
+    takes its place. A model class given as such runs none: transformers builds that class."""
+    if not issubclass(model_class, _BaseAutoModelClass):
+        return
+    config_class: Any  # the config's class, or None for a model_type transformers does not know
+    if isinstance(config, PreTrainedConfig):
+        auto_map, config_class = getattr(config, "auto_map", None) or {}, type(config)
+    else:
+        config_dict, _ = PreTrainedConfig.get_config_dict(path, **download)
+        auto_map = config_dict.get("auto_map") or {}
+        model_type = config_dict.get("model_type")
+        config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+        if "AutoConfig" in auto_map and not _registered_outside_transformers(config_class):
+            _refuse_code(f"config.json's auto_map names AutoConfig: '{auto_map['AutoConfig']}'")
+    name = model_class.__name__
+    if name in auto_map:
+        local = model_class._model_mapping[config_class] if config_class in model_class._model_mapping else None
+        if not _registered_outside_transformers(local):
+            _refuse_code(f"config.json's auto_map names {name}: '{auto_map[name]}'")
+
+
+def _registered_outside_transformers(registered: Any) -> bool:
+    """Whether a class registered for a config (or one of several) is not transformers' own: a local
+    class a user registered, which transformers then uses instead of the checkpoint's."""
+    classes = registered if isinstance(registered, (list, tuple)) else [registered]
+    return any(c is not None and not c.__module__.startswith("transformers.") for c in classes)
+
+
+def _refuse_custom_generate(model: Any, folder: str) -> None:
+    """Unsupported when trust_remote_code=True would make from_pretrained replace generate() with the
+    checkpoint's custom_generate/generate.py (GenerationMixin.adjust_generation_fn)."""
+    if model.can_generate() and hasattr(model, "load_custom_generate") and \
+            os.path.isfile(os.path.join(folder, "custom_generate", "generate.py")):
+        _refuse_code("custom_generate/generate.py would replace generate()")
+
+
+def _refuse_code(what: str) -> None:
+    raise _core.Unsupported(
+        f"snapcache.transformers.from_pretrained: trust_remote_code=True would run the checkpoint's own code "
+        f"({_core.printable(what)}), which is not part of the key; call transformers' from_pretrained for this model"
+    )
+
+
 def _config_json(config):
     return json.loads(config.to_json_string(use_diff=False))
 
@@ -131,11 +178,12 @@ def _generation_json(model):
 
 
 def _build_on_meta(model_class: Any, path: "str | os.PathLike[str]", dtype: Any,
-                   kwargs: "dict[str, Any]") -> "tuple[Any, list[str], torch.dtype]":
+                   kwargs: "dict[str, Any]") -> "tuple[Any, list[str], torch.dtype, dict[str, Any]]":
     """The model on the meta device as from_pretrained builds it before it reads weights (the same
     steps, in the same order: config and its overrides, checkpoint files, dtype, the init context),
-    with what loading then changes (keep-in-fp32 dtypes, tied weights, eval, the generation config).
-    Returns (model, the files the key holds, the torch dtype)."""
+    with what loading then changes (keep-in-fp32 dtypes, tied weights, requires_grad, eval, the
+    generation config). Returns (model, the files the key holds, the torch dtype, the keywords the
+    model's constructor got besides its config)."""
     # transformers' own steps, called with the keywords from_pretrained passes them (its internals'
     # annotations are narrower than what from_pretrained hands them: Any here).
     download: Any = {k: kwargs.pop(k) for k in _DOWNLOAD_KEYWORDS if k in kwargs}
@@ -200,6 +248,7 @@ def _build_on_meta(model_class: Any, path: "str | os.PathLike[str]", dtype: Any,
         patch_output_recorders(model)
     _keep_in_fp32(model, model._get_dtype_plan(dtype))
     model.tie_weights(recompute_mapping=False)
+    _requires_grad_as_loaded(model)
     model.eval()
     model.set_use_kernels(False)
     if model.can_generate() and hasattr(model, "adjust_generation_fn"):
@@ -213,7 +262,16 @@ def _build_on_meta(model_class: Any, path: "str | os.PathLike[str]", dtype: Any,
     folder = os.path.join(path, download.get("subfolder") or "")
     index = os.path.join(folder, _modeling_utils._add_variant(SAFE_WEIGHTS_INDEX_NAME, variant))
     key_files = files + _frameworks.existing([index, os.path.join(folder, "config.json")])
-    return model, key_files, dtype
+    return model, key_files, dtype, dict(model_kwargs)
+
+
+def _requires_grad_as_loaded(model):
+    """requires_grad as transformers' loading leaves it: it re-creates each parameter it loads as
+    nn.Parameter(t, requires_grad=t.is_floating_point()) (set_param_for_module), whatever the
+    constructor set (Whisper's encoder freezes its positions; from_pretrained's are trainable). Tied
+    parameters are one object, set once."""
+    for parameter in model.parameters():
+        parameter.requires_grad_(parameter.is_floating_point())
 
 
 def _keep_in_fp32(model, dtype_plan):

@@ -15,7 +15,9 @@ import torch
 # name: (model class, config class, config, save dtype, max shard size or None, load keywords)
 # Each is a real architecture's code at a small size: rotary decoders (Llama sharded in bf16, Qwen2 with
 # tied embeddings), an encoder-decoder's encoder in fp16 (T5: `wo` kept in fp32), a CLIP text model,
-# BERT and ViT (position_ids / token_type_ids buffers).
+# BERT and ViT (position_ids / token_type_ids buffers), and Whisper (its encoder's sinusoidal positions
+# a parameter its constructor freezes, requires_grad=False, which from_pretrained's loading makes
+# trainable again).
 TRANSFORMERS_MODELS: "dict[str, tuple[str, str, dict[str, Any], torch.dtype, str | None, dict[str, Any]]]" = {
     "llama": ("LlamaForCausalLM", "LlamaConfig",
               dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
@@ -44,6 +46,12 @@ TRANSFORMERS_MODELS: "dict[str, tuple[str, str, dict[str, Any], torch.dtype, str
             dict(image_size=64, patch_size=8, hidden_size=192, intermediate_size=384, num_hidden_layers=3,
                  num_attention_heads=6),
             torch.float32, None, {}),
+    "whisper": ("WhisperForConditionalGeneration", "WhisperConfig",
+                dict(vocab_size=256, num_mel_bins=16, d_model=64, encoder_layers=2, encoder_attention_heads=4,
+                     decoder_layers=2, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                     max_source_positions=16, max_target_positions=32, pad_token_id=1, bos_token_id=2,
+                     eos_token_id=3, decoder_start_token_id=2),
+                torch.float32, None, {}),
 }
 
 INPUT_IDS = torch.tensor([[1, 15, 27, 311, 4000, 9, 2, 0], [1, 100, 200, 300, 400, 500, 600, 2]])
@@ -54,6 +62,10 @@ def transformers_inputs(name):
     if name == "vit":
         generator = torch.Generator().manual_seed(7)
         return {"pixel_values": torch.randn(2, 3, 64, 64, generator=generator)}
+    if name == "whisper":  # 16 mel bins, twice the encoder's 16 positions; a few decoder tokens
+        generator = torch.Generator().manual_seed(8)
+        return {"input_features": torch.randn(2, 16, 32, generator=generator),
+                "decoder_input_ids": torch.tensor([[2, 15, 27, 31], [2, 100, 200, 3]])}
     return {"input_ids": INPUT_IDS, "attention_mask": (INPUT_IDS != 0).long()}
 
 

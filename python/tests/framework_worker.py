@@ -4,8 +4,8 @@ fixed inputs and saves every parameter and buffer and the outputs.
 
     python framework_worker.py pretrained transformers|diffusers ROOT OUT [--device D] [--names N ...]
     python framework_worker.py snapcache  transformers|diffusers ROOT OUT --cache DIR [--device D]
-Prints one JSON line: per model, each load's path and entry (snapcache), the tied tensors, and the
-checkpoint files the process has mapped after loading.
+Prints one JSON line: per model, each load's path and entry (snapcache), the tied tensors, each
+parameter's requires_grad, and the checkpoint files the process has mapped after loading.
 """
 
 import argparse
@@ -31,6 +31,11 @@ def tensors_of(module):
     """Every parameter and buffer (non-persistent ones too) under every name, on the CPU."""
     named = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
     return {name: t.detach().cpu().clone() for name, t in named}
+
+
+def trainable(module):
+    """requires_grad of every parameter, under every name: a flag the load must give as the framework does."""
+    return {name: p.requires_grad for name, p in module.named_parameters(remove_duplicate=False)}
 
 
 def tied_names(module):
@@ -94,12 +99,15 @@ def main():
             results[name] = {"tensors": tensors_of(model), "outputs": outputs}
             info[name]["tied"] = tied_names(model)
             info[name]["training"] = model.training
+            info[name]["requires_grad"] = trainable(model)
         else:
             pipe, info[name] = load_diffusers(args.mode, root, name, args.device, store)
             components = {c: m for c, m in pipe.components.items() if isinstance(m, torch.nn.Module)}
             results[name] = {"tensors": {f"{c}.{n}": t for c, m in components.items() for n, t in tensors_of(m).items()},
                              "outputs": fm.pipeline_outputs(pipe, name, args.device)}
             info[name]["components"] = sorted(components)
+            info[name]["requires_grad"] = {f"{c}.{n}": flag for c, m in components.items()
+                                           for n, flag in trainable(m).items()}
         info[name]["seconds"] = time.perf_counter() - started
     snapcache.wait_for_publications()
     mapped = mapped_checkpoints(root)

@@ -1,7 +1,8 @@
 """snapcache.transformers and snapcache.diffusers on real models of the frameworks (framework_models.py:
-six transformers architectures, the Wan and Flux pipelines): the framework's own from_pretrained, a cold
+seven transformers architectures, the Wan and Flux pipelines): the framework's own from_pretrained, a cold
 snapcache load and a warm one, each in a new process, give bit-identical tensors (every parameter and
-buffer) and outputs; the cold process publishes, the warm one hits without mapping the checkpoint."""
+buffer, with each parameter's requires_grad) and outputs; the cold process publishes, the warm one hits
+without mapping the checkpoint."""
 
 import json
 
@@ -31,7 +32,20 @@ def three_loads(kind, root, tmp_path, device):
     return runs
 
 
+def assert_same_flags(runs, name):
+    """Every parameter's requires_grad, cold and warm, is from_pretrained's (code that counts trainable
+    parameters, or fine-tunes, sees the framework's model)."""
+    reference = runs["pretrained"][0]["models"][name]["requires_grad"]
+    assert reference
+    for phase in ("cold", "warm"):
+        flags = runs[phase][0]["models"][name]["requires_grad"]
+        assert flags.keys() == reference.keys(), phase
+        differing = {n: (reference[n], flags[n]) for n in reference if reference[n] != flags[n]}
+        assert differing == {}, (phase, "from_pretrained's, then this load's", differing)
+
+
 def assert_bit_identical(runs, name):
+    assert_same_flags(runs, name)
     reference = runs["pretrained"][1][name]
     assert reference["tensors"] and reference["outputs"]
     for phase in ("cold", "warm"):
@@ -71,6 +85,14 @@ def test_transformers_model_pretrained_cold_and_warm_are_bit_identical(transform
 def test_tied_embeddings_stay_tied(transformers_runs):
     tied = transformers_runs["warm"][0]["models"]["qwen2"]["tied"]
     assert tied == [["model.embed_tokens.weight", "lm_head.weight"]]
+
+
+def test_a_parameter_its_constructor_freezes_is_trainable_as_from_pretrained_gives_it(transformers_runs):
+    # Whisper's encoder freezes its sinusoidal positions; transformers' loading re-creates every
+    # parameter it loads as nn.Parameter(t, requires_grad=t.is_floating_point()).
+    for phase in ("pretrained", "cold", "warm"):
+        flags = transformers_runs[phase][0]["models"]["whisper"]["requires_grad"]
+        assert flags["model.encoder.embed_positions.weight"] is True, phase
 
 
 def test_non_persistent_buffers_and_kept_fp32_come_back(transformers_runs):

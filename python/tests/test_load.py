@@ -16,11 +16,14 @@ def test_cold_then_warm(plan, store, checkpoint, cache_dir):
     r = cold.report
     # The checkpoint was just written, so in the page cache; its size is what the load read from.
     assert r.file_bytes == path.stat().st_size and r.bytes_from_disk == 0 and r.page_cache() == ""
-    assert r.path is snapcache.LoadPath.miss and "no entry for this key" in r.reason
+    assert r.path is snapcache.LoadPath.miss and r.reason == ("no entry of component 'tiny' for this checkpoint yet: "
+                                                              "this model's first load")
     assert [(t.tier, t.outcome) for t in r.tiers] == [("snapshot", snapcache.TierOutcome.missed),
                                                      ("ordinary", snapcache.TierOutcome.served)]
     assert r.publish is not None and r.publish.result is snapcache.PublishResult.published  # a CPU load waits
-    assert {s.stage for s in r.stages} >= {"key", "lookup", "ordinary load", "completeness", "post-load", "upload"}
+    # A CPU load hands the tensors out as they are: no upload stage.
+    assert {s.stage for s in r.stages} >= {"key", "lookup", "ordinary load", "completeness", "post-load"}
+    assert "upload" not in {s.stage for s in r.stages}
     assert all(s.error == "" for s in r.stages) and r.seconds > 0 and r.entry_id
     assert str(r) == r.summary() and "miss" in r.summary() and "ordinary load" in r.table()
 
@@ -126,6 +129,41 @@ def test_ineligible_loads(plan, store):
     r = snapcache.load_model(plan, store=None).report
     assert r.path is snapcache.LoadPath.ineligible and "no cache store" in r.reason
     assert r.not_cached is snapcache.NotCached.no_store
+
+
+def test_a_plan_that_declares_no_layout_is_refused_before_its_loader_runs(plan, store):
+    ran = []
+
+    def loader(p):
+        ran.append(p.component)
+        return clone_loader(p)
+
+    plan.ordinary_loader = loader
+    plan.expected = []
+    for where in (store, None):
+        with pytest.raises(snapcache.InvalidArgument) as raised:
+            snapcache.load_model(plan, store=where)
+        message = str(raised.value)
+        assert "declares no tensors (LoadPlan::expected is empty)" in message, message
+        assert "snapcache.module_layout(module)" in message and "expected_layout_of" in message, message
+        assert "not expected" not in message
+    assert ran == []
+    # Declared, the same plan loads.
+    plan.expected = snapcache.expected_layout_of(clone_loader(plan))
+    assert snapcache.load_model(plan, store=store).report.path is snapcache.LoadPath.miss
+
+
+def test_load_model_in_the_cpp_order_says_which_order_the_package_takes(plan, store):
+    with pytest.raises(TypeError, match=r"takes the plan first: snapcache\.load_model\(plan, store=store\)"):
+        snapcache.load_model(store, plan)
+    with pytest.raises(TypeError, match=r"takes the plan first: snapcache\.load_model\(plan, store=None\)"):
+        snapcache.load_model(None, plan)  # type: ignore[arg-type]
+    loaded = snapcache.load_model(plan, store=store)
+    with pytest.raises(TypeError, match=r"snapcache\.reload_model\(plan, model, store=store\)"):
+        snapcache.reload_model(store, plan, loaded)  # type: ignore[arg-type]
+    # Anything else in the plan's place: what is expected, by name.
+    with pytest.raises(TypeError, match=r"plan must be a snapcache\.LoadPlan, not dict"):
+        snapcache.load_model({}, store=store)  # type: ignore[arg-type]
 
 
 def test_a_python_loader_is_identified_by_its_source_file_by_default(plan, store):

@@ -18,6 +18,7 @@
 #include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/pipeline.h"
+#include "snapcache/printable.h"
 #include "tiers/background_publication.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
@@ -446,10 +447,24 @@ Status log_failure(const LoadPlan& plan, LoadReport& report, Clock::time_point s
   return status;
 }
 
+// The declared layout is what every tier's tensors are checked against: a plan without one could
+// only run its loader to be refused for each tensor it returns ("not expected"). Refused before
+// anything runs, saying how to declare it.
+Status check_declares_tensors(const LoadPlan& plan) {
+  if (!plan.expected.empty()) return Status::ok();
+  return Status(StatusCode::invalid_argument,
+                fmt::format("the plan for component '{}' declares no tensors (LoadPlan::expected is empty): declare the "
+                            "layout its loader produces before loading it, from the tensors (expected_layout_of(tensors); "
+                            "in Python snapcache.expected_layout_of(tensors)) or from the module they go into "
+                            "(snapcache.module_layout(module), or snapcache.load_module, which does it)",
+                            printable(plan.component)));
+}
+
 }  // namespace
 
 Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
   return guarded([&]() -> Result<LoadedModel> {
+    SNAPCACHE_RETURN_IF_ERROR(check_declares_tensors(plan));
     const auto started = Clock::now();
     LoadedModel model;
     std::optional<DerivedBuffers> derived;
@@ -466,6 +481,7 @@ Result<LoadedModel> load_model(Store* store, const LoadPlan& plan) {
 
 Result<LoadReport> reload_model(Store* store, const LoadPlan& plan, LoadedModel& model) {
   return guarded([&]() -> Result<LoadReport> {
+    SNAPCACHE_RETURN_IF_ERROR(check_declares_tensors(plan));
     const auto started = Clock::now();
     LoadReport report;
     Publication publication;  // the registry keeps it; the process waits for it at exit

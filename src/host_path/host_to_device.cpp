@@ -126,12 +126,15 @@ std::uint64_t declared_bytes(const ExpectedLayout& expected) {
 
 Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& uploader, const NamedTensors& tensors,
                         HostStorages& host, methods::DeferredLayouts* deferred, LoadReport& report) {
-  const std::uint64_t bytes = plan.device.is_cpu() ? 0 : host.total_bytes();
+  // On the CPU the uploader hands the host tensors out as they are (the plain copy moves nothing):
+  // no upload happened, so the report lists none, unless it failed.
+  const bool moves = !plan.device.is_cpu();
+  const auto succeeded = [&](StageTimer& stage) { moves ? stage.done(host.total_bytes()) : stage.skip(); };
   {
     StageTimer stage(report, "upload");
     auto device = upload_with(*uploader, plan, tensors, host);
     if (device) {
-      stage.done(bytes);
+      succeeded(stage);
       return device;
     }
     if (uploader == per_storage_uploader() || device.status().code() == StatusCode::damaged)
@@ -143,7 +146,7 @@ Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& u
   if (Status st = materialize_pending(deferred, tensors, host); !st) return stage.fail(st);
   auto device = upload_with(*per_storage_uploader(), plan, tensors, host);
   if (!device) return stage.fail(device.status());
-  stage.done(bytes);
+  succeeded(stage);
   return device;
 }
 

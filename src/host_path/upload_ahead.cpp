@@ -167,6 +167,16 @@ Status UploadAhead::adds_up(const NamedTensors& served) const {
   return Status::ok();
 }
 
+namespace {
+
+// The stage of the wait for the last part, after the loader: what the parts still had to do there.
+// LoadReport::page_cache() knows it by its "(after the loader)".
+std::string_view after_the_loader(c10::Device device) {
+  return device.is_cpu() ? "post-load (after the loader)" : "upload (after the loader)";
+}
+
+}  // namespace
+
 Result<Uploaded> UploadAhead::finish(const NamedTensors& served, LoadReport& report) {
   const auto waited = std::chrono::steady_clock::now();
   stop(/*drain=*/true);
@@ -188,9 +198,10 @@ Result<Uploaded> UploadAhead::finish(const NamedTensors& served, LoadReport& rep
   }
   parts_.clear();
   // The parts' stages, under the names the whole path gives them, ran while the loader ran; the
-  // wait for the last part is what the load added after the loader.
+  // wait for the last part is what the load added after the loader. On the CPU no part was
+  // uploaded (the tensors are handed out as they are): the wait is for the parts' post-load.
   report.stages.insert(report.stages.end(), stages_.begin(), stages_.end());
-  report.stages.push_back({"upload (after the loader)", tail, 0, ""});
+  report.stages.push_back({std::string(after_the_loader(plan_.device)), tail, 0, ""});
   for (const std::string& note : notes_) report.reason += (report.reason.empty() ? "" : "; ") + note;
   return all;
 }

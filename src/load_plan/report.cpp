@@ -44,25 +44,43 @@ std::string LoadReport::integrity() const {
 
 std::string LoadReport::page_cache() const {
   if (bytes_from_disk == 0) return "";
+  const bool hit = path == LoadPath::hit;
+  const auto ran = [&](const StageTime& s, std::string_view stage) { return s.stage == stage && s.seconds > 0; };
+  // A hit's entry is read by its upload (or the fallback copy's); a CPU hit has none (an upload
+  // that moved nothing read nothing): it hands its tensors out over the entry's mapping, whose pages
+  // come from the disk as the caller first uses them, at no rate this load could know. A read-ahead
+  // then read only the post-load methods' targets: its time, and no rate.
+  if (hit && std::none_of(stages.begin(), stages.end(),
+                          [](const StageTime& s) { return s.stage.starts_with("upload") && s.bytes > 0; })) {
+    double ahead = 0;
+    for (const auto& s : stages)
+      if (ran(s, "read-ahead")) ahead += s.seconds;
+    return fmt::format("{} of {} not in the page cache: read from the disk as the tensors handed out are first used{}",
+                       format_size(bytes_from_disk), format_size(file_bytes),
+                       ahead > 0 ? fmt::format(", and for the post-load methods during the read-ahead ({:.2f} s)", ahead)
+                                 : "");
+  }
   // The stages that read the load's files, and their time. From the checkpoint, the loader reads
   // what it fuses or converts (a read-ahead of the file alongside it shares its time), and the
   // read-ahead for post-load, post-load and the upload read the rest; a streaming loader's parts
   // went through post-load and the upload while it ran (their stages overlap it), so what was left
   // after it is the rest. On a hit, the read-ahead and the upload: the upload's own rate would
   // count the bytes a read-ahead had just brought in as read from disk.
-  const bool hit = path == LoadPath::hit;
-  const bool streamed = std::any_of(stages.begin(), stages.end(),
-                                    [](const StageTime& s) { return s.stage == "upload (after the loader)"; });
+  // The wait for a streaming loader's last part: "upload (after the loader)", on the CPU
+  // "post-load (after the loader)" (host_path/upload_ahead.cpp).
+  const auto after_loader = std::find_if(stages.begin(), stages.end(),
+                                         [](const StageTime& s) { return s.stage.ends_with("(after the loader)"); });
+  const bool streamed = after_loader != stages.end();
   // A read-ahead alongside the loader is in the loader's time; the one before post-load is not.
   const std::vector<std::string_view> reading_stages =
       hit        ? std::vector<std::string_view>{"read-ahead", "upload"}
-      : streamed ? std::vector<std::string_view>{"ordinary load", "read-ahead", "upload (after the loader)"}
+      : streamed ? std::vector<std::string_view>{"ordinary load", "read-ahead", after_loader->stage}
                  : std::vector<std::string_view>{"ordinary load", "read-ahead", "post-load", "upload"};
   double reading = 0;
   std::vector<std::string_view> read_in;
   for (const std::string_view stage : reading_stages)
     for (const auto& s : stages)
-      if (s.stage == stage && s.seconds > 0) {
+      if (ran(s, stage)) {
         reading += s.seconds;
         if (std::find(read_in.begin(), read_in.end(), stage) == read_in.end()) read_in.push_back(stage);
       }
@@ -167,6 +185,8 @@ Status StageTimer::fail(Status status) {
 }
 
 void StageTimer::fail(std::string error) { record(0, std::move(error)); }
+
+void StageTimer::skip() { recorded_ = true; }
 
 void StageTimer::record(std::uint64_t bytes, std::string error) {
   if (recorded_) return;

@@ -1,7 +1,7 @@
 #include "store/entry_index.h"
 
 #include <cerrno>
-#include <set>
+#include <algorithm>
 
 #include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
@@ -101,68 +101,40 @@ void unindex_entry(const std::string& cache_directory, const std::string& manife
   if (fs.remove_directory(bucket)) (void)fs.remove_directory(component);
 }
 
-std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max) {
-  std::vector<std::string> out;
+std::optional<std::vector<std::string>> index_candidates(const std::string& cache_directory, const Key& key,
+                                                         std::size_t max) {
   FileSystem& fs = side_fs();
   auto top = fs.open_directory(cache_directory);
-  if (!top) return out;
+  if (!top) return std::nullopt;
   auto index = fs.open_directory_at(top->get(), kIndexDir);
-  if (!index) return out;
-  std::set<std::string> taken;
+  if (!index) return std::nullopt;
+  std::vector<std::string> out;
   auto take = [&](const std::string& id) {
-    if (out.size() < max && is_entry_id(id) && taken.insert(id).second) out.push_back(id);
+    if (out.size() < max && is_entry_id(id) && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
   };
-  // One record of each of up to `max` checkpoint directories of `component`, in turn, other than
-  // `except`.
-  auto one_of_each = [&](int component, const std::string& except) {
-    auto buckets = fs.list_directory_at(component);
-    if (!buckets) return;
-    std::vector<std::vector<std::string>> in_turn;
-    for (const auto& b : *buckets) {
-      if (in_turn.size() >= max) break;
-      if (b.name == except || !is_index_hash_name(b.name)) continue;
-      in_turn.push_back(names_at(fs, component, b.name));
-    }
-    for (std::size_t round = 0; out.size() < max; ++round) {
-      bool any = false;
-      for (const auto& records : in_turn) {
-        if (round >= records.size()) continue;
-        any = true;
-        take(records[round]);
-      }
-      if (!any) break;
-    }
-  };
-
-  const std::string own = hash_name(key.component);
+  auto component = fs.open_directory_at(index->get(), hash_name(key.component));
+  if (!component) return out;  // no entry of the component
   const std::string checkpoint = checkpoint_name(key);
-  if (auto component = fs.open_directory_at(index->get(), own)) {
-    for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
-    // A new checkpoint: an entry of an earlier one explains it best, whichever.
-    if (out.empty()) one_of_each(component->get(), checkpoint);
-  }
+  for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
   if (!out.empty()) return out;
-  // No entry of the component: one of each other component (any differs in its component).
-  auto components = fs.list_directory_at(index->get());
-  if (!components) return out;
-  std::size_t looked = 0;
-  for (const auto& c : *components) {
-    if (out.size() >= max || looked >= max) break;
-    if (c.name == own || !is_index_hash_name(c.name)) continue;
-    ++looked;
-    auto component = fs.open_directory_at(index->get(), c.name);
-    if (!component) continue;
-    auto buckets = fs.list_directory_at(component->get());
-    if (!buckets) continue;
-    const std::size_t before = out.size();
-    for (const auto& b : *buckets) {
-      if (out.size() > before) break;
-      if (!is_index_hash_name(b.name)) continue;
-      for (const auto& id : names_at(fs, component->get(), b.name)) {
-        take(id);
-        if (out.size() > before) break;
-      }
+  // A checkpoint whose files changed since (touched, rewritten in place) has another name here,
+  // since the name holds their stat: one record of each other checkpoint of the component, in turn,
+  // for the keys read to tell which are the same files (same_checkpoint).
+  auto buckets = fs.list_directory_at(component->get());
+  if (!buckets) return out;
+  std::vector<std::vector<std::string>> in_turn;
+  for (const auto& b : *buckets) {
+    if (in_turn.size() >= max) break;
+    if (b.name != checkpoint && is_index_hash_name(b.name)) in_turn.push_back(names_at(fs, component->get(), b.name));
+  }
+  for (std::size_t round = 0; out.size() < max; ++round) {
+    bool any = false;
+    for (const auto& records : in_turn) {
+      if (round >= records.size()) continue;
+      any = true;
+      take(records[round]);
     }
+    if (!any) break;
   }
   return out;
 }

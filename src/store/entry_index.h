@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,14 @@ void index_entry(const std::string& cache_directory, const Key& key, const std::
 void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id);
 
 // Up to `max` ids of entries to compare a missed key with, by the index alone (names, no
-// manifest): those of the key's component and checkpoint; when there are none (a new
-// checkpoint), one of each other checkpoint of its component in turn; when there are none either,
-// one of each other component. Each step lists one small directory per checkpoint it looks in,
-// never the whole cache. May name entries that are gone.
-std::vector<std::string> index_candidates(const std::string& cache_directory, const Key& key, std::size_t max);
+// manifest): those of the key's component and checkpoint; when there are none, one of each other
+// checkpoint of its component in turn (its files as they were before a change have another name
+// here); none for a component with no entry. Only the keys read tell which are the same model on
+// the same files, the only entries that explain a miss (nearest_entry). It lists a few small
+// directories, never the whole cache. May name entries that are gone. nullopt when the cache has
+// no index at all.
+std::optional<std::vector<std::string>> index_candidates(const std::string& cache_directory, const Key& key,
+                                                         std::size_t max);
 
 // What gc checks the index against (garbage.cpp): the name of a component's or a checkpoint's
 // directory (16 hex digits), and where the record of entry `id` of `key` is.

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <type_traits>
+#include <utility>
 
 #include "snapcache/key.h"
 #include "snapcache/text.h"
@@ -22,6 +23,43 @@ std::string text(Number v) {
 }
 
 std::string shown(const std::string& v) { return v.empty() ? "''" : v; }
+
+// A value longer than this (a framework's config field holding a list: 36 layer types are 600
+// characters) is shown around where it changed; shorter ones whole.
+constexpr std::size_t kWholeValue = 48;
+constexpr std::size_t kAroundChange = 20;  // characters shown on each side of the change
+
+// The start of the UTF-8 character `at` falls in, so that a cut never splits one.
+std::size_t character_start(const std::string& s, std::size_t at) {
+  while (at > 0 && at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) --at;
+  return at;
+}
+
+// (found, wanted) as a difference's words show them: whole when both are short; else each from a
+// little before the first character that differs to a little after the last (at most a few dozen
+// characters of a long change), "..." marking what is left out.
+std::pair<std::string, std::string> around_change(const std::string& found, const std::string& wanted) {
+  if (found.size() <= kWholeValue && wanted.size() <= kWholeValue) return {shown(found), shown(wanted)};
+  std::size_t prefix = 0;
+  while (prefix < found.size() && prefix < wanted.size() && found[prefix] == wanted[prefix]) ++prefix;
+  std::size_t suffix = 0;
+  while (suffix < found.size() - prefix && suffix < wanted.size() - prefix &&
+         found[found.size() - 1 - suffix] == wanted[wanted.size() - 1 - suffix])
+    ++suffix;
+  auto cut = [&](const std::string& v) {
+    const std::size_t from = prefix > kAroundChange ? character_start(v, prefix - kAroundChange) : 0;
+    const std::size_t change_end = std::min(v.size() - suffix, prefix + 2 * kAroundChange);
+    const std::size_t to = character_start(v, std::min(v.size(), change_end + kAroundChange));
+    return fmt::format("{}{}{}", from > 0 ? "..." : "", v.substr(from, to - from), to < v.size() ? "..." : "");
+  };
+  return {shown(cut(found)), shown(cut(wanted))};
+}
+
+// "<who> <found> -> <wanted>", each value around its change.
+std::string changed_from(const std::string& who, const std::string& found, const std::string& wanted) {
+  const auto [was, is] = around_change(found, wanted);
+  return fmt::format("{} {} -> {}", who, was, is);
+}
 
 // The last part of a path: what a person calls a checkpoint file ("model-00002.safetensors").
 std::string file_name(const std::string& path) {
@@ -53,7 +91,7 @@ std::string words_for(Says says, const std::string& subject, const std::string& 
       break;
     case Says::values: break;
   }
-  return fmt::format("{} {} -> {}", who, shown(text(found)), shown(text(wanted)));
+  return changed_from(who, text(found), text(wanted));
 }
 
 struct Differ {
@@ -79,7 +117,7 @@ struct Differ {
     // A map's entries are named under the map's owner: "options.adapter", "topology.ep".
     const std::string owner = prefix.empty() ? std::string(field.name) : prefix.substr(0, prefix.size() - 1);
     auto one = [&](const std::string& k, const std::string& w, const std::string& f) {
-      add(owner + "." + k, w, f, fmt::format("{} {} {} -> {}", field.spoken(), k, shown(f), shown(w)));
+      add(owner + "." + k, w, f, changed_from(fmt::format("{} {}", field.spoken(), k), f, w));
     };
     for (const auto& [k, v] : wanted) {
       auto it = found.find(k);
@@ -211,7 +249,7 @@ std::string describe_differences(const std::vector<KeyDifference>& diffs, std::s
     const KeyDifference& d = diffs[i];
     s += !d.words.empty() ? d.words : fmt::format("{} {} != {}", d.field, shown(d.wanted), shown(d.found));
   }
-  if (diffs.size() > max) s += fmt::format(" (and {} more)", diffs.size() - max);
+  if (diffs.size() > max) s += fmt::format(" (and {} more; `snapcache why` lists each)", diffs.size() - max);
   return s;
 }
 

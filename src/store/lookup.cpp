@@ -141,11 +141,10 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
   if (!st) {
     if (st.status().code() != StatusCode::not_found) return finish(LookupResult::fallback, st.status().to_string());
     auto nearest = nearest_entry(*this, key);
-    if (!nearest)
-      return finish(LookupResult::miss, "no entry for this key (the cache has no entries to compare)" + secondary_note);
+    if (!nearest) return finish(LookupResult::miss, first_load_reason(key) + secondary_note);
     // The difference in words, as it is now: the cause of this miss, kept for `snapcache why`.
     return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} ({}): {}{}",
-                                                  store::short_id(nearest->id), describe_kinship(*nearest, key),
+                                                  store::short_id(nearest->id), kNearestEntryWords,
                                                   describe_differences(nearest->differences, kReasonDifferences),
                                                   secondary_note));
   }

@@ -261,48 +261,36 @@ constexpr std::size_t kNearestCandidates = 16;
 std::optional<NearestEntry> nearest_entry(Store& store, const Key& key) {
   const std::string& dir = store.config().directory;
   // The index chooses which manifests to read (store/entry_index.h); their keys decide.
-  std::vector<std::string> ids = store::index_candidates(dir, key, kNearestCandidates);
-  if (ids.empty()) {
-    // No index, or nothing in it (a cache from before it, until gc makes its records): the first
-    // entries listed. Explaining a miss is best effort: a cache that cannot be listed has nothing
-    // to compare with.
+  std::optional<std::vector<std::string>> ids = store::index_candidates(dir, key, kNearestCandidates);
+  if (!ids) {
+    // No index (a cache from before it, until gc makes its records): the first entries listed.
+    // Explaining a miss is best effort: a cache that cannot be listed has nothing to compare with.
+    ids.emplace();
     if (auto names = store.fs().list_directory(dir + "/" + store::kEntriesDir)) {
       for (const auto& e : *names) {
-        if (ids.size() >= kNearestCandidates) break;
-        if (store::is_entry_id(e.name) && std::find(ids.begin(), ids.end(), e.name) == ids.end())
-          ids.push_back(e.name);
+        if (ids->size() >= kNearestCandidates) break;
+        if (store::is_entry_id(e.name) && std::find(ids->begin(), ids->end(), e.name) == ids->end())
+          ids->push_back(e.name);
       }
     }
   }
-  // Same component and checkpoint first: a miss for rank 3 of a model is best explained by
-  // rank 2 of it (or by rank 3 before its checkpoint changed), never by another model that
-  // happens to differ in fewer fields.
-  auto kinship = [&](const Key& other) {
-    if (other.component != key.component) return NearestEntry::Kinship::other_component;
-    return same_checkpoint(other, key) ? NearestEntry::Kinship::same_checkpoint : NearestEntry::Kinship::same_component;
-  };
   std::optional<NearestEntry> best;
-  for (const std::string& id : ids) {
+  for (const std::string& id : *ids) {
     // An unreadable entry has no key to compare with (one the index names may be gone); loads
     // and verify report damage.
     auto k = store::read_manifest_key(store.fs(), store.entry_path(id) + "/" + store::kManifestFile);
-    if (!k) continue;
-    NearestEntry candidate{id, diff_keys(key, *k), kinship(*k)};
-    if (!best || std::pair(candidate.kinship, candidate.differences.size()) <
-                     std::pair(best->kinship, best->differences.size()))
-      best = std::move(candidate);
+    // Only the same model on the same files explains a miss: rank 3 of a model by rank 2 of it,
+    // or by rank 3 before its checkpoint changed; never another model, nor this one elsewhere.
+    if (!k || k->component != key.component || !same_checkpoint(*k, key)) continue;
+    NearestEntry candidate{id, diff_keys(key, *k)};
+    if (!best || candidate.differences.size() < best->differences.size()) best = std::move(candidate);
   }
   return best;
 }
 
-std::string describe_kinship(const NearestEntry& nearest, const Key& key) {
-  switch (nearest.kinship) {
-    case NearestEntry::Kinship::same_checkpoint: return "same component and checkpoint";
-    case NearestEntry::Kinship::same_component: return "same component; no entry of this checkpoint";
-    case NearestEntry::Kinship::other_component:
-      return fmt::format("another component; no entry of component '{}'", key.component);
-  }
-  return {};
+std::string first_load_reason(const Key& key) {
+  return fmt::format("no entry of component '{}' for this checkpoint yet: this model's first load",
+                     key.component);
 }
 
 }  // namespace snapcache

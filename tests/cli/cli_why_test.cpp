@@ -81,7 +81,8 @@ TEST_CASE("cli why, ls and inspect show a checkpoint keyed by content by its dig
   REQUIRE(publish_raw(*cache.store, built, raw_model(42, 1)).result == PublishResult::published);
   const std::string id = key_id(built);
 
-  // Other bytes at another path: the miss names the digest and nothing about where the file is.
+  // Other bytes at another path: a checkpoint keyed by content is its bytes, so these are another
+  // checkpoint, this model's first load; nothing says where the file is.
   Key wanted = built;
   wanted.checkpoint[0].path = "/elsewhere/model.safetensors";
   wanted.checkpoint[0].inode += 7;
@@ -91,11 +92,18 @@ TEST_CASE("cli why, ls and inspect show a checkpoint keyed by content by its dig
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   auto j = run.json();
-  CHECK(j["nearest"]["id"] == id);
-  REQUIRE(j["nearest"]["differences"].size() == 1);
-  CHECK(j["nearest"]["differences"][0]["field"] == "checkpoint[0].content_digest");
-  CHECK(j["nearest"]["differences"][0]["wanted"] == std::string(32, 'b'));
-  CHECK(j["nearest"]["differences"][0]["found"] == std::string(32, 'a'));
+  CHECK(j["nearest"].is_null());
+  CHECK(j["first_load"] == true);
+  CHECK_FALSE(contains(run.out, "elsewhere"));
+  // The same bytes at another path, under another torch: the same checkpoint, named by its digest.
+  Key moved = built;
+  moved.checkpoint[0].path = "/elsewhere/model.safetensors";
+  moved.torch.version = "2.99.0";
+  CHECK(cache.store->lookup(moved).result == LookupResult::miss);
+  auto same = run_cli(with_dir(cache, {"why", key_id(moved), "--json"})).json();
+  CHECK(same["nearest"]["id"] == id);
+  REQUIRE(same["nearest"]["differences"].size() == 1);
+  CHECK(same["nearest"]["differences"][0]["field"] == "torch.version");
   CHECK(j["key"]["checkpoint"][0]["path"] == "");  // a recorded miss keeps the identity only
 
   auto ls = run_cli(with_dir(cache, {"ls"}));
@@ -150,7 +158,7 @@ TEST_CASE("cli why keeps the cause of a miss after the entry is published, and g
   CHECK_FALSE(contains(forged.out, "forged"));
 }
 
-TEST_CASE("cli why says what changed in words, comparing with the same component and checkpoint first",
+TEST_CASE("cli why says what changed in words, comparing only with the same component and checkpoint",
           "[cli][why]") {
   Cache cache;
   Key wanted = store_key(60);
@@ -187,31 +195,45 @@ TEST_CASE("cli why says what changed in words, comparing with the same component
 
   auto j = run_cli(with_dir(cache, {"why", missed, "--json"})).json();
   CHECK(j["nearest"]["id"] == key_id(before));
-  CHECK(j["nearest"]["kinship"] == "same_checkpoint");
   REQUIRE(j["nearest"]["differences"].size() == 3);
   // The values stay for programs, with the words beside them.
   CHECK(j["nearest"]["differences"][0]["field"] == "checkpoint[/checkpoints/model-60.safetensors].mtime_ns");
   CHECK(j["nearest"]["differences"][0]["wanted"] == std::to_string(wanted.checkpoint[0].mtime_ns));
   CHECK(contains(j["nearest"]["differences"][0]["words"].get<std::string>(), "modified 3m after"));
 
-  // A checkpoint no entry has: the same model's other checkpoint, and the miss says so.
+  // A checkpoint no entry of the component has: this model's first load, compared with nothing (not
+  // with the same component's other checkpoint, nor with another model on the same files).
   Key fresh = store_key(60);
   fresh.checkpoint[0].path = "/checkpoints/fresh.safetensors";
-  REQUIRE(cache.store->lookup(fresh).result == LookupResult::miss);
+  const LookupOutcome fresh_miss = cache.store->lookup(fresh);
+  REQUIRE(fresh_miss.result == LookupResult::miss);
+  CHECK(fresh_miss.reason == "no entry of component 'dit' for this checkpoint yet: this model's first load");
   auto fresh_text = run_cli(with_dir(cache, {"why", key_id(fresh)}));
   INFO(fresh_text.out);
-  CHECK(contains(fresh_text.out, "(same component; no entry of this checkpoint)"));
-  CHECK(contains(fresh_text.out, "checkpoint file fresh.safetensors is new"));
+  CHECK(contains(fresh_text.out, "why, at the miss: no entry of component 'dit' for this checkpoint yet: this "
+                                 "model's first load\n"));
+  CHECK(contains(fresh_text.out, "\nno entry of component 'dit' for this checkpoint yet: this model's first load\n"));
+  CHECK_FALSE(contains(fresh_text.out, "nearest"));
+  CHECK_FALSE(contains(fresh_text.out, "is new"));
   CHECK_FALSE(contains(fresh_text.out, "LlamaForCausalLM"));
+  auto fresh_json = run_cli(with_dir(cache, {"why", key_id(fresh), "--json"})).json();
+  CHECK(fresh_json["nearest"].is_null());
+  CHECK(fresh_json["first_load"] == true);
+  CHECK(j["first_load"] == false);
 
-  // A model no entry has: only then another model, and the miss says so.
+  // A model no entry has: the same, however near another model's key is.
   Key vae = wanted;
   vae.component = "vae";
   REQUIRE(cache.store->lookup(vae).result == LookupResult::miss);
   auto vae_text = run_cli(with_dir(cache, {"why", key_id(vae)}));
   INFO(vae_text.out);
-  CHECK(contains(vae_text.out, "(another component; no entry of component 'vae')"));
-  CHECK(contains(vae_text.out, "component LlamaForCausalLM -> vae"));
+  CHECK(contains(vae_text.out, "no entry of component 'vae' for this checkpoint yet: this model's first load"));
+  CHECK_FALSE(contains(vae_text.out, "LlamaForCausalLM"));
+  // The list says the same.
+  auto list = run_cli(with_dir(cache, {"why"}));
+  INFO(list.out);
+  CHECK(contains(list.out, "  vae  "));
+  CHECK_FALSE(contains(list.out, "LlamaForCausalLM -> vae"));
 }
 
 TEST_CASE("cli why tells a load that failed after its miss from a miss", "[cli][why]") {

@@ -217,7 +217,7 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   auto cold = load_model(store.get(), f.plan());
   REQUIRE(cold.is_ok());
   CHECK(tiers_of(cold->report) == "snapshot missed, ordinary served");
-  CHECK(cold->report.tiers[0].reason.find("no entry for this key") != std::string::npos);
+  CHECK(cold->report.tiers[0].reason.find("this model's first load") != std::string::npos);
   // Started in the background, and waited for: the CPU load hands out the published host tensors.
   CHECK(has_stage(cold->report, "publish (started)"));
   CHECK(has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
@@ -250,7 +250,18 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
   report.file_bytes = 16ull << 30;
   CHECK(report.page_cache().empty());  // every byte was in the page cache
   report.bytes_from_disk = 8ull << 30;
-  CHECK(report.page_cache() == "8.0 GiB of 16.0 GiB not in the page cache, read from the disk");
+  // No stage read the entry (a CPU hit hands out tensors over its mapping): its pages come from the
+  // disk when the caller first reads them, at no rate this load could know.
+  const std::string on_first_use =
+      "8.0 GiB of 16.0 GiB not in the page cache: read from the disk as the tensors handed out are first used";
+  CHECK(report.page_cache() == on_first_use);
+  // Nor did an upload that moved nothing: its bytes over no time would make a rate of nothing.
+  report.stages.push_back({"upload", 0.000001, 0, ""});
+  CHECK(report.page_cache() == on_first_use);
+  // A read-ahead for the post-load methods reads their targets, not the entry: its time, no rate.
+  report.stages.push_back({"read-ahead", 2.0, 1'000'000'000, ""});
+  CHECK(report.page_cache() == on_first_use + ", and for the post-load methods during the read-ahead (2.00 s)");
+  report.stages.clear();
   report.stages.push_back({"upload (fallback)", 1.0, 1'000'000'000, ""});  // not a stage that reads the entry
   report.stages.push_back({"upload", 4.0, 16'000'000'000, ""});
   CHECK(report.page_cache() ==
@@ -295,6 +306,44 @@ TEST_CASE("the report says how much of an entry came from the disk, and how fast
   CHECK(report.page_cache() ==
         "8.0 GiB of the checkpoint's 16.0 GiB not in the page cache as the loader started: what the load read of it "
         "came from the disk, during the ordinary load and the upload (after the loader) (8.00 s)");
+}
+
+TEST_CASE("a CPU load reports no upload: the plain copy hands its tensors out as they are", "[executor][disk]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  // A CPU load hands out tensors over the entry's mapping, and no drop takes a page that is mapped:
+  // each load is let go of before the drop.
+  for (LoadPath expected : {LoadPath::miss, LoadPath::hit}) {
+    auto loaded = load_model(store.get(), f.plan());
+    REQUIRE(loaded.is_ok());
+    (void)loaded->publication.wait();
+    INFO(loaded->report.summary());
+    CHECK(loaded->report.path == expected);
+    CHECK_FALSE(has_stage(loaded->report, "upload"));
+    CHECK(loaded->report.summary().find("upload") == std::string::npos);
+    CHECK(has_stage(loaded->report, "post-load"));  // the stages that ran are all there
+  }
+  const auto data_files = test::data_files_under(store->config().directory);
+  REQUIRE_FALSE(data_files.empty());
+  double left = 0;
+  for (const auto& file : data_files) left = std::max(left, test::drop_from_page_cache(file, 0, 0));
+  if (left > 0.75) {
+    WARN("SKIPPED: this file system keeps its files in memory (tmpfs)");
+    return;
+  }
+  // The entry off the page cache: the hit says so, reads the methods' targets ahead, and gives no
+  // rate, since no stage of the load read the entry.
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(warm->report.bytes_from_disk > warm->report.file_bytes / 2);
+  const std::string said = warm->report.page_cache();
+  INFO(said);
+  CHECK(said.find("not in the page cache: read from the disk as the tensors handed out are first used") !=
+        std::string::npos);
+  CHECK(said.find("GB/s") == std::string::npos);
+  CHECK(said.find("upload") == std::string::npos);
+  CHECK_FALSE(has_stage(warm->report, "upload"));
 }
 
 TEST_CASE("a load from the checkpoint says how much of the checkpoint was not in the page cache", "[executor][disk]") {
@@ -489,7 +538,8 @@ TEST_CASE("the uploader seam gets every load's host tensors and knows which stor
     auto loaded = load_model(store.get(), plan);
     REQUIRE(loaded.is_ok());
     CHECK(loaded->report.path == expected);
-    CHECK(stage_named(loaded->report, "upload").error.empty());
+    // On the CPU it hands the tensors out as they are (the plain copy): no upload stage.
+    CHECK_FALSE(has_stage(loaded->report, "upload"));
     REQUIRE(uploader->written.size() == loaded->weights.size());
     // Converted to column-major by a method: new bytes.
     CHECK(uploader->written.at("blocks.0.attn.proj.weight"));
@@ -525,7 +575,8 @@ TEST_CASE("an uploader that fails falls back to the per-storage copy and the rep
   REQUIRE(loaded.is_ok());
   CHECK(failing->calls == 1);
   CHECK(stage_named(loaded->report, "upload").error.find("device out of memory") != std::string::npos);
-  CHECK(stage_named(loaded->report, "upload (fallback)").error.empty());
+  // The plain copy then hands a CPU load's tensors out as they are: nothing moved, no stage.
+  CHECK_FALSE(has_stage(loaded->report, "upload (fallback)"));
   CHECK(loaded->report.reason.find("(failing): device out of memory; uploaded by the per-storage copy instead") !=
         std::string::npos);
   CHECK(demo::identical(ref, *loaded));
@@ -712,6 +763,38 @@ TEST_CASE("a hit's lookup claims no bytes it did not read, and a failed load's t
   const auto at = text.find("  total ");
   REQUIRE(at != std::string::npos);
   CHECK(std::stod(text.substr(at + 8)) >= 120.0);  // it was "total 0.0" whatever the load took
+}
+
+TEST_CASE("a plan that declares no layout is refused before its loader runs, saying how to declare one",
+          "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  LoadPlan plan = f.plan();
+  plan.expected.clear();
+  auto ran = std::make_shared<int>(0);
+  plan.ordinary_loader = [inner = f.plan(), ran](const LoadPlan&) {
+    ++*ran;
+    return run_ordinary_loader(inner);
+  };
+  for (Store* s : {store.get(), static_cast<Store*>(nullptr)}) {
+    auto loaded = load_model(s, plan);
+    REQUIRE_FALSE(loaded.is_ok());
+    const std::string message = loaded.status().message();
+    INFO(message);
+    CHECK(loaded.status().code() == StatusCode::invalid_argument);
+    CHECK(message.find("declares no tensors (LoadPlan::expected is empty)") != std::string::npos);
+    CHECK(message.find("expected_layout_of") != std::string::npos);
+    CHECK(message.find("snapcache.module_layout(module)") != std::string::npos);
+    CHECK(message.find("not expected") == std::string::npos);
+    LoadedModel model;
+    auto reloaded = reload_model(s, plan, model);
+    REQUIRE_FALSE(reloaded.is_ok());
+    CHECK(reloaded.status().message() == message);
+  }
+  CHECK(*ran == 0);
+  auto entries = list_entries(*store);
+  REQUIRE(entries.is_ok());
+  CHECK(entries->empty());
 }
 
 TEST_CASE("every way a loader's output breaks the declared layout is named in one error, cold and warm",

@@ -119,6 +119,50 @@ TEST_CASE("a key difference is said in words a person reads, not raw values", "[
   CHECK_FALSE(same_checkpoint(reshaped, entry));
 }
 
+TEST_CASE("a long value is said around where it changed, and a long list of differences says where the rest are",
+          "[key]") {
+  // A framework's config, one option per field (snapcache._frameworks.flat_options): values are
+  // canonical JSON, and a list of 36 layers is 600 characters.
+  Key entry = test::store_key(1);
+  std::string layers = "[";
+  for (int i = 0; i < 36; ++i) layers += std::string(i ? ", " : "") + "\"full_attention\"";
+  layers += "]";
+  entry.options["config.layer_types"] = layers;
+  entry.options["config.hidden_size"] = "384";
+  Key wanted = entry;
+  std::string sliding = layers;
+  const std::size_t changed_at = sliding.find("\"full_attention\"", 300) + 1;
+  sliding.replace(changed_at, 4, "sliding");  // "sliding_attention" in layer 17
+  wanted.options["config.layer_types"] = sliding;
+  wanted.options["config.hidden_size"] = "512";
+  auto diffs = diff_keys(wanted, entry);
+  REQUIRE(diffs.size() == 2);
+  CHECK(diffs[0].words == "option config.hidden_size 384 -> 512");
+  // The values stay whole in the fields (--json); the words show each around the change.
+  CHECK(diffs[1].wanted == sliding);
+  CHECK(diffs[1].found == layers);
+  const std::string& words = diffs[1].words;
+  INFO(words);
+  CHECK(words.size() < 150);
+  CHECK(words.starts_with("option config.layer_types ..."));
+  const std::size_t arrow = words.find(" -> ");
+  REQUIRE(arrow != std::string::npos);
+  CHECK(words.substr(0, arrow).find("\"full_attention\"") != std::string::npos);   // the entry's
+  CHECK(words.substr(arrow).find("\"sliding_attention\"") != std::string::npos);  // the one asked for
+  CHECK(words.ends_with("..."));
+  // Short values are said whole, with nothing elided.
+  CHECK(describe_differences(diffs, 1) ==
+        "option config.hidden_size 384 -> 512 (and 1 more; `snapcache why` lists each)");
+
+  // Many fields: the first few in words, then how many more and where to see them.
+  Key many = entry;
+  for (int i = 0; i < 12; ++i)
+    many.options[(i < 10 ? "config.field_0" : "config.field_") + std::to_string(i)] = std::to_string(i);
+  const std::string said = describe_differences(diff_keys(many, entry), 4);
+  CHECK(said == "option config.field_00 (absent) -> 0, option config.field_01 (absent) -> 1, option config.field_02 "
+                "(absent) -> 2, option config.field_03 (absent) -> 3 (and 8 more; `snapcache why` lists each)");
+}
+
 TEST_CASE("keys without content digests keep the ids they had before content keys dropped paths", "[key]") {
   // Computed by snapcache before the change (main at 458c114): entries already in caches still hit.
   CHECK(key_id(test::store_key(1)) == "9c42ce895ffa12938ee1c5a7a69e01f4");

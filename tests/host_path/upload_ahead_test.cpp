@@ -88,7 +88,7 @@ TEST_CASE("a streaming loader's cold load uploads each part while the loader run
   test::DemoFixture f;
   const auto reference = load_model(nullptr, demo::with_whole_loader(f.plan()));
   REQUIRE(reference.is_ok());
-  CHECK_FALSE(has_stage(reference->report, "upload (after the loader)"));
+  CHECK_FALSE(has_stage(reference->report, "post-load (after the loader)"));
 
   // The demo puts a layer at a time: two layers and the final norm.
   auto uploader = std::make_shared<PacedUploader>();
@@ -98,7 +98,7 @@ TEST_CASE("a streaming loader's cold load uploads each part while the loader run
   REQUIRE(cold.is_ok());
   CHECK(cold->report.path == LoadPath::miss);
   CHECK(uploader->calls() == 3);  // one upload per part
-  CHECK(has_stage(cold->report, "upload (after the loader)"));
+  CHECK(has_stage(cold->report, "post-load (after the loader)"));
   CHECK(has_stage(cold->report, "post-load"));
   CHECK(demo::identical(*cold, *reference));
   const PublicationReport published = cold->publication.wait();  // in the background
@@ -109,14 +109,14 @@ TEST_CASE("a streaming loader's cold load uploads each part while the loader run
   auto warm = load_model(store.get(), f.plan());
   REQUIRE(warm.is_ok());
   CHECK(warm->report.path == LoadPath::hit);
-  CHECK_FALSE(has_stage(warm->report, "upload (after the loader)"));
+  CHECK_FALSE(has_stage(warm->report, "post-load (after the loader)"));
   CHECK(demo::identical(*warm, *reference));
 
   // The demo's own loader, parts as the threads take them.
   auto own = load_model(nullptr, f.plan());
   REQUIRE(own.is_ok());
   INFO(own->report.table());
-  CHECK(has_stage(own->report, "upload (after the loader)"));
+  CHECK(has_stage(own->report, "post-load (after the loader)"));
   CHECK(demo::identical(*own, *reference));
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("parts that cannot stand for the whole: the load runs the whole path a
     CHECK(uploader->calls() > 21);  // a part at a time, then the whole once
     CHECK(stage_error(loaded->report, "upload while loading").find("a weight and its scale in two parts") !=
           std::string::npos);
-    CHECK_FALSE(has_stage(loaded->report, "upload (after the loader)"));
+    CHECK_FALSE(has_stage(loaded->report, "post-load (after the loader)"));
     CHECK(demo::identical(*loaded, *reference));
   }
 

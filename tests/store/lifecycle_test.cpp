@@ -239,7 +239,8 @@ TEST_CASE("a miss names the key fields that differ from the nearest entry", "[st
   CHECK(loaded.reason.find(key_id(test::store_key(1)).substr(0, 12)) != std::string::npos);
 }
 
-TEST_CASE("the nearest entry is one of the same component, even when another differs in fewer fields",
+TEST_CASE("the nearest entry is one of the same component and checkpoint, even when another differs in fewer "
+          "fields; without one, a miss is that model's first load",
           "[store][key]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
@@ -261,12 +262,22 @@ TEST_CASE("the nearest entry is one of the same component, even when another dif
     INFO("vae first: " << vae_first);
     CHECK(nearest->id == key_id(same_component));
     CHECK(nearest->differences.size() == 2);
-    CHECK(nearest->kinship == NearestEntry::Kinship::same_checkpoint);
     auto missed = s->lookup(wanted);
     CHECK(missed.result == LookupResult::miss);
     CHECK(missed.reason.find(key_id(same_component).substr(0, 12)) != std::string::npos);
   }
   CHECK_FALSE(nearest_entry(*store, wanted));  // an empty cache has nothing to compare with
+
+  // Another model on the same files, and this model from another checkpoint: neither explains a
+  // miss of this one, which is its first load.
+  Key elsewhere = wanted;
+  elsewhere.checkpoint[0].path = "/elsewhere/model.safetensors";
+  for (const Key& k : {other_component, elsewhere})
+    REQUIRE(test::publish_raw(*store, k, test::raw_model(1)).result == PublishResult::published);
+  CHECK_FALSE(nearest_entry(*store, wanted));
+  const LookupOutcome first = store->lookup(wanted);
+  CHECK(first.result == LookupResult::miss);
+  CHECK(first.reason == "no entry of component 'dit' for this checkpoint yet: this model's first load");
 }
 
 TEST_CASE("publishing an existing key is a no-op that reports it", "[store]") {

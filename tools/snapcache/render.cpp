@@ -190,13 +190,9 @@ json differences_json(const std::vector<KeyDifference>& diffs) {
   return out;
 }
 
-json nearest_json(const std::optional<NearestEntry>& nearest, const Key& key) {
+json nearest_json(const std::optional<NearestEntry>& nearest) {
   if (!nearest) return nullptr;
-  static constexpr const char* kKinship[] = {"same_checkpoint", "same_component", "other_component"};
-  return {{"id", nearest->id},
-          {"kinship", kKinship[static_cast<int>(nearest->kinship)]},
-          {"kinship_words", describe_kinship(*nearest, key)},
-          {"differences", differences_json(nearest->differences)}};
+  return {{"id", nearest->id}, {"differences", differences_json(nearest->differences)}};
 }
 
 }  // namespace snapcache::cli

@@ -31,7 +31,8 @@ json holders_json(const std::vector<int>& pids);
 // The fields `ls --json` gives for each entry (inspect adds more).
 json entry_summary_json(const EntryInfo& entry);
 json differences_json(const std::vector<KeyDifference>& diffs);
-// {"id", "kinship", "kinship_words", "differences"}, or null without a nearest entry.
-json nearest_json(const std::optional<NearestEntry>& nearest, const Key& key);
+// {"id", "differences"}, or null without a nearest entry (an entry of the same component and
+// checkpoint: without one, the key's first load).
+json nearest_json(const std::optional<NearestEntry>& nearest);
 
 }  // namespace snapcache::cli

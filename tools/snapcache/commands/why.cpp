@@ -81,7 +81,8 @@ int explain(Context& ctx, const std::string& target) {
                 {"reason_at_miss", optional_text(w.reason_at_miss)},
                 {"key", key_json(w.key)},
                 {"entry_exists", exists},
-                {"nearest", nearest_json(best, w.key)}});
+                {"nearest", nearest_json(best)},
+                {"first_load", !exists && !best}});
     return kOk;
   }
   say("key {}: {}, {}, {}\n", id.substr(0, 12), w.key.component.empty() ? "''" : w.key.component,
@@ -97,11 +98,11 @@ int explain(Context& ctx, const std::string& target) {
     return kOk;
   }
   if (!best) {
-    say("no entry to compare with: the cache is empty\n");
+    say("{}\n", first_load_reason(w.key));
     return kOk;
   }
-  say("no entry has this key; the nearest, {} ({}), differs in {} {}:\n", best->id.substr(0, 12),
-      describe_kinship(*best, w.key), best->differences.size(), best->differences.size() == 1 ? "field" : "fields");
+  say("no entry has this key; the nearest, {} ({}), differs in {} {}:\n", best->id.substr(0, 12), kNearestEntryWords,
+      best->differences.size(), best->differences.size() == 1 ? "field" : "fields");
   for (const auto& d : best->differences)
     say("  {}\n", !d.words.empty() ? d.words : fmt::format("{} {} != {}", d.field, d.wanted, d.found));
   say("(`--json` gives each field's values)\n");
@@ -124,7 +125,7 @@ int list_misses(Context& ctx) {
                       : !m.reason.empty() ? m.reason
                       : exists            ? "(published since)"
                       : best              ? describe_differences(best->differences, 2)
-                                          : "(no entries)";
+                                          : first_load_reason(*key);
     if (exists && (!m.reason.empty() || !m.failure.empty())) why += " (published since)";
     t.add({m.id.substr(0, 12), ago(m.unix_ns), outcome_of(m.failure), key->component.empty() ? "''" : key->component,
            checkpoint_text(*key), why});
@@ -135,7 +136,8 @@ int list_misses(Context& ctx) {
                    {"component", key->component},
                    {"entry_exists", exists},
                    {"reason_at_miss", optional_text(m.reason)},
-                   {"nearest", nearest_json(best, *key)}});
+                   {"nearest", nearest_json(best)},
+                   {"first_load", !exists && !best}});
   }
   if (ctx.options.json) {
     print_json({{"misses", out}});
