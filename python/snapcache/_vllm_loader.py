@@ -44,8 +44,6 @@ _OWN_KEYS: dict[str, type] = {
     "load_format": str,  # the format the cold path reads the checkpoint with (default "auto")
 }
 _DEFAULT_LOADER_KEYS = ("enable_multithread_load", "num_threads", "enable_weights_track")
-# Files beside the weights that the key holds: what decides how the weights are read.
-_CONFIG_FILES = ("config.json",)
 
 
 def register_loader(load_format: str) -> None:
@@ -106,6 +104,7 @@ class SnapcacheModelLoader(BaseModelLoader):
         self.default_loader = DefaultModelLoader(dataclasses.replace(
             load_config, load_format=self.settings.get("load_format", "auto"),
             model_loader_extra_config=default_keys))
+        self.vllm_config: Any = None  # load_model's
 
     def download_model(self, model_config: Any) -> None:
         self.default_loader.download_model(model_config)
@@ -124,18 +123,32 @@ class SnapcacheModelLoader(BaseModelLoader):
         files = self._checkpoint_files(model, model_config)
         try:
             plan = self._plan(model, model_config, files)
+        except Exception as e:  # noqa: BLE001 - this vLLM's config is not what the key is made of: no cache
+            self._fall_back(model, model_config, f"the key cannot be made: {type(e).__name__}: {e}")
+            return
+        try:
             loaded = load_module(model, plan, store=self._store())
         except _core.Error as e:
             cause = e.__cause__
             if isinstance(e, _core.ExceptionRaised) and cause is not None and not isinstance(cause, _core.Error):
                 raise cause from None  # vLLM's loader failed: its error, as without snapcache
-            logger.warning("snapcache: loading with vLLM's default loader instead: %s", _core.printable(str(e)))
-            self.default_loader.load_weights(model, model_config)
+            self._fall_back(model, model_config, str(e))
             return
         report = loaded.report
         model.snapcache_report = report  # as snapcache.transformers' models carry theirs
         logger.info("snapcache: loading weights took %.2f seconds (%s)", time.perf_counter() - started,
                     report.path.name)
+
+    def load_model(self, vllm_config: Any, model_config: Any, prefix: str = "") -> Any:
+        self.vllm_config = vllm_config  # what the key is made of (load_weights gets the model's config only)
+        return super().load_model(vllm_config, model_config, prefix)
+
+    def _fall_back(self, model: Any, model_config: Any, reason: str) -> None:
+        """vLLM's default loader, into the model untouched by snapcache (load_module binds all or
+        nothing), with the reason in vLLM's log."""
+        logger.warning("snapcache: loading with vLLM's default loader instead: %s", _core.printable(reason))
+        model.snapcache_report = None
+        self.default_loader.load_weights(model, model_config)
 
     def _store(self) -> _core.Store:
         overrides: dict[str, object] = {}
@@ -147,8 +160,8 @@ class SnapcacheModelLoader(BaseModelLoader):
 
     def _checkpoint_files(self, model: torch.nn.Module, model_config: Any) -> list[str]:
         """The files vLLM's default loader reads for this model (DefaultModelLoader.get_all_weights'
-        sources, as it prepares them: downloaded if need be, duplicates filtered), its index, and
-        the config beside them."""
+        sources, as it prepares them: downloaded if need be, duplicates filtered) and their index.
+        The config is in the key field by field (_plan), not as a file."""
         sources = [DefaultModelLoader.Source(
             model_config.model, model_config.revision, prefix="",
             fall_back_to_pt=getattr(model, "fall_back_to_pt_during_load", True),
@@ -159,14 +172,12 @@ class SnapcacheModelLoader(BaseModelLoader):
             folder, weights, _, index_file = self.default_loader._prepare_weights(
                 source.model_or_path, source.subfolder, source.revision, source.fall_back_to_pt,
                 source.allow_patterns_overrides)
-            beside = _frameworks.existing([os.path.join(folder, n) for n in (index_file, *_CONFIG_FILES)])
+            beside = _frameworks.existing([os.path.join(folder, index_file)])
             files += [f for f in sorted(weights) + beside if f not in files]
         return files
 
     def _plan(self, model: torch.nn.Module, model_config: Any, files: list[str]) -> _core.LoadPlan:
-        from vllm.config import get_current_vllm_config
-
-        vllm_config = get_current_vllm_config()
+        vllm_config = self.vllm_config
         parallel = vllm_config.parallel_config
         world = get_world_group()
         topology = _core.Topology(
