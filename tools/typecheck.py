@@ -36,7 +36,7 @@ FRAMEWORK_MODULES = [
     "transformers.utils",
     "diffusers", "diffusers.models", "diffusers.models.modeling_utils", "diffusers.utils",
     # snapcache.vllm's loader and the vLLM tests
-    "vllm", "vllm.config", "vllm.config.load", "vllm.distributed", "vllm.distributed.parallel_state",
+    "vllm", "vllm.config", "vllm.config.load", "vllm.config.utils", "vllm.distributed", "vllm.distributed.parallel_state",
     "vllm.model_executor", "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.base_loader",
     "vllm.model_executor.model_loader.default_loader", "vllm.model_executor.model_loader.weight_checksum",
 ]

@@ -12,7 +12,6 @@ method's kernel layout is its own, on both paths.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -21,8 +20,9 @@ from typing import Any
 
 import torch
 import vllm
-from vllm.distributed import get_pp_group, get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
-from vllm.distributed.parallel_state import get_world_group
+from vllm.config.utils import replace
+from vllm.distributed.parallel_state import (get_dp_group, get_pp_group, get_tensor_model_parallel_rank,
+                                             get_tensor_model_parallel_world_size, get_world_group)
 from vllm.model_executor.model_loader import register_model_loader
 from vllm.model_executor.model_loader.base_loader import BaseModelLoader, _has_online_quant
 from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
@@ -90,7 +90,14 @@ def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
             if not str(name).startswith("_"):  # transformers' private fields: the path it was read from, ...
                 _flatten(f"{prefix}.{name}", value[name], out)
     else:
-        out[prefix] = json.dumps(value, sort_keys=True, default=repr)
+        out[prefix] = json.dumps(value, sort_keys=True, default=_stable_text)
+
+
+def _stable_text(value: Any) -> str:
+    """A value JSON has no form for, as the same text in every process: its repr, unless that holds
+    an address (an object's default repr), which would make every process's key another."""
+    text = repr(value)
+    return type(value).__qualname__ if " at 0x" in text else text
 
 
 class SnapcacheModelLoader(BaseModelLoader):
@@ -101,7 +108,7 @@ class SnapcacheModelLoader(BaseModelLoader):
         _show_library_lines_in_vllms_log()
         self.settings, default_keys = _settings(load_config)
         # The cold path: vLLM's own loader, in the format asked for (its default: "auto").
-        self.default_loader = DefaultModelLoader(dataclasses.replace(
+        self.default_loader = DefaultModelLoader(replace(
             load_config, load_format=self.settings.get("load_format", "auto"),
             model_loader_extra_config=default_keys))
         self.vllm_config: Any = None  # load_model's
@@ -219,8 +226,6 @@ class SnapcacheModelLoader(BaseModelLoader):
         (as vLLM's FusedMoEParallelConfig computes them) are in the key then."""
         if not (model_config.is_moe and parallel.enable_expert_parallel):
             return {}
-        from vllm.distributed import get_dp_group
-
         tp = get_tensor_model_parallel_world_size()
         dp_rank = get_dp_group().rank_in_group if parallel.data_parallel_size > 1 else 0
         return {"ep_size": str(parallel.data_parallel_size * tp),
