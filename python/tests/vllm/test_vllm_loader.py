@@ -20,6 +20,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here; tools/check-vllm
 
 import snapcache  # noqa: E402
 from file_opens import FileOpens  # noqa: E402
+from group_worker import flip_a_byte  # noqa: E402
 from vllm_models import W8A8_QUANTIZATION  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -134,16 +135,7 @@ def test_a_rewritten_shard_misses(models, tmp_path):
 
 
 def damage(cache, entry_id):
-    """Flips a byte of the entry's first data file (as a disk or a stray write would)."""
-    entry = snapcache.Store.open(snapcache.Config(directory=cache)).entry_path(entry_id)
-    path = os.path.join(entry, sorted(n for n in os.listdir(entry) if n.startswith("data-"))[0])
-    os.chmod(path, 0o644)
-    with open(path, "r+b") as f:
-        f.seek(100)
-        byte = f.read(1)
-        f.seek(100)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    os.chmod(path, 0o444)
+    flip_a_byte(snapcache.Store.open(snapcache.Config(directory=cache)).entry_path(entry_id))
 
 
 def test_a_damaged_entry_is_refused_and_rebuilt(loads, models, tmp_path):

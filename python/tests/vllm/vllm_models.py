@@ -86,16 +86,22 @@ def _save(directory, config, tensors, shards=1, quantization=None):
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
 
 
-def llama(directory, a, shards=2):
+def _llama(seed, a):
+    """A dense Llama's config and tensors."""
     from transformers import LlamaConfig
 
-    g = torch.Generator().manual_seed(SEED)
+    g = torch.Generator().manual_seed(seed)
     config = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
                          num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                          max_position_embeddings=a.max_positions, tie_word_embeddings=False, dtype="bfloat16",
                          bos_token_id=1, eos_token_id=1)
     tensors = _decoder(g, a, _dense_mlp(g, a))
     tensors["lm_head.weight"] = _normal(g, a.vocab, a.hidden)
+    return config, tensors
+
+
+def llama(directory, a, shards=2):
+    config, tensors = _llama(SEED, a)
     _save(directory, config, tensors, shards=shards)
 
 
@@ -162,16 +168,8 @@ _LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_at
 
 
 def w8a8(directory, a):
-    """The dense Llama's weights, each linear layer's quantized to int8 per output channel."""
-    from transformers import LlamaConfig
-
-    g = torch.Generator().manual_seed(SEED + 3)
-    config = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
-                         num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
-                         max_position_embeddings=a.max_positions, tie_word_embeddings=False, dtype="bfloat16",
-                         bos_token_id=1, eos_token_id=1)
-    tensors = _decoder(g, a, _dense_mlp(g, a))
-    tensors["lm_head.weight"] = _normal(g, a.vocab, a.hidden)
+    """A dense Llama's weights, each linear layer's quantized to int8 per output channel."""
+    config, tensors = _llama(SEED + 3, a)
     for i in range(a.layers):
         for linear in _LINEARS:
             name = f"model.layers.{i}.{linear}"
