@@ -7,11 +7,7 @@
 //                 the disk's blocks in flight per worker, a second pass over memory;
 //   unchecked     the workers' units read as read_checked reads them, nothing hashed: what the
 //                 checks cost;
-//   dd            one thread of 16 MiB reads, nothing checked (the disk's sequential rate);
-//   direct        StoredFile::read_checked_uncached, the engine's read of a unit the page cache
-//                 does not hold (StagedUploadOptions::read_uncached): each chunk in 512 KiB
-//                 O_DIRECT preads, each piece hashed as it arrives; fastsafetensors reads so (16
-//                 threads of 516 KiB O_DIRECT reads), without the checks.
+//   dd            one thread of 16 MiB reads, nothing checked (the disk's sequential rate).
 // Prints each way's best time and GB/s, and at_once against read_checked: the lead for loads with
 // the page cache dropped (docs/performance.md). --warm 1: the file stays in the page cache (read
 // once first), so the ways measure the CPU's side of a warm load's reads: copying out of the page
@@ -33,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/stored_file.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
@@ -63,7 +59,7 @@ bool units(const StoredFile& file, std::size_t threads, Read&& read) {
   std::vector<std::thread> pool;
   for (std::size_t t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      std::vector<std::byte> buffer(unit + 4096);  // a page more: `direct` aligns its reads
+      std::vector<std::byte> buffer(unit);
       for (std::uint64_t begin; (begin = next.fetch_add(unit)) < file.size();)
         if (!read(buffer.data(), begin, std::min(begin + unit, file.size()))) ok = false;
     });
@@ -117,25 +113,7 @@ int main(int argc, char** argv) {
       if (!file->read(out + (at - begin), at, std::min(kPiece, end - at)).is_ok()) return false;
     return true;
   };
-  // Reads around the page cache are aligned (kUncachedAlignment): each worker's buffer is a page
-  // longer than a unit, and the read starts at its first aligned byte.
-  const auto direct = [&](std::byte* out, std::uint64_t begin, std::uint64_t end) {
-    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(out) + kUncachedAlignment - 1) /
-                                                 kUncachedAlignment * kUncachedAlignment);
-    return file->read_checked_uncached(aligned, begin, end).is_ok();
-  };
-  // Whether this file system reads around the page cache at all: the first chunk, once, into a
-  // buffer sized for it (a page to align it, a page for the read past the end of the file).
-  std::string direct_refused;
-  {
-    const std::uint64_t first = std::min(file->chunk_bytes(), file->size());
-    std::vector<std::byte> probe(first + 2 * kUncachedAlignment);
-    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(probe.data()) + kUncachedAlignment - 1) /
-                                                 kUncachedAlignment * kUncachedAlignment);
-    const Status st = file->read_checked_uncached(aligned, 0, first);
-    if (!st) direct_refused = st.to_string();
-  }
-  const std::vector<std::string> ways = {"read_checked", "at_once", "unchecked", "dd", "direct"};
+  const std::vector<std::string> ways = {"read_checked", "at_once", "unchecked", "dd"};
   if (warm && !units(*file, threads, unchecked)) return 1;  // every page in the page cache
   std::vector<double> best(ways.size(), 1e30);
   for (int r = 0; r < repeat; ++r) {
@@ -146,8 +124,6 @@ int main(int argc, char** argv) {
       if (ways[w] == "read_checked") ok = units(*file, threads, read_checked);
       if (ways[w] == "at_once") ok = units(*file, threads, at_once);
       if (ways[w] == "unchecked") ok = units(*file, threads, unchecked);
-      if (ways[w] == "direct" && !direct_refused.empty()) continue;  // e.g. a file system without O_DIRECT
-      if (ways[w] == "direct") ok = units(*file, threads, direct);
       if (ways[w] == "dd") {
         std::vector<std::byte> buffer(16ull << 20);
         for (std::uint64_t at = 0; at < file->size() && ok; at += buffer.size())
@@ -161,13 +137,10 @@ int main(int argc, char** argv) {
   fmt::print("{:.2f} GiB data file, {}, {} threads, best of {}:\n", bytes / (1ull << 30),
              warm ? "in the page cache" : "the page cache dropped before each read", threads, repeat);
   const char* what[] = {"512 KiB preads, each piece hashed", "each unit in one pread, then checked",
-                        "512 KiB preads, nothing hashed", "one thread, 16 MiB reads, unchecked",
-                        "512 KiB O_DIRECT preads, each piece hashed"};
+                        "512 KiB preads, nothing hashed", "one thread, 16 MiB reads, unchecked"};
   for (std::size_t w = 0; w < ways.size(); ++w)
-    if (best[w] < 1e30) fmt::print("  {:<13} {:8.3f} s  {:6.2f} GB/s  ({})\n", ways[w], best[w], bytes / best[w] / 1e9, what[w]);
-    else fmt::print("  {:<13} not measured: {}\n", ways[w], direct_refused);
+    fmt::print("  {:<13} {:8.3f} s  {:6.2f} GB/s  ({})\n", ways[w], best[w], bytes / best[w] / 1e9, what[w]);
   fmt::print("  ratio read_checked/at_once {:.2f} (above 1: reading at once is faster)\n", best[0] / best[1]);
   fmt::print("  ratio read_checked/unchecked {:.2f} (what checking every chunk costs)\n", best[0] / best[2]);
-  if (best[4] < 1e30) fmt::print("  ratio read_checked/direct {:.2f} (above 1: O_DIRECT reads are faster)\n", best[0] / best[4]);
   return 0;
 }

@@ -2,33 +2,27 @@
 // run: the pinned host-to-device copy of the same bytes (the bus, the ceiling), the ordinary load
 // without a cache, Python safetensors' load_file(device="cuda") of the checkpoint, and snapcache's
 // loads: cold (ordinary loader + publication), warm with the upload engine (layout conversions
-// written while staging, every chunk checked), the same without the checks, the same with the
+// written while staging, every chunk checked), the same with the
 // conversions written on the host first, warm with the plain per-storage copy, and warm with
-// view-only post-load (which isolates the upload path); `warm-uncached` and `warm-view-only-uncached`
-// are those two with the engine reading what the page cache does not hold around it
-// (StagedUploadOptions::read_uncached; with --drop-cache 1, all of it). `ordinary-whole` is the load without a
+// view-only post-load (which isolates the upload path). `ordinary-whole` is the load without a
 // cache with the demo's loader run whole: the upload after the loader, where `ordinary` uploads
 // each layer while the loader makes the next. Every load
 // runs in a new process, as a restarted server would. Prints a table and, with --json, JSON.
 //
 //   snapcache_gpu_load_bench [--size-mib N] [--tp-size T] [--work-dir DIR] [--json FILE] [--runs R]
 //                            [--only warm,warm-view-only,...] [--threads N] [--chunk-mib M] [--pinned-mib P] [--pin-ahead 0|1]
-//                            [--direct-share S] [--checkpoint-files 0|1] [--checkpoint-read-ahead 0|1]
+//                            [--checkpoint-read-ahead 0|1]
 //                            [--drop-cache 1 [--prime 1] [--disk ROWS]]
 // --runs: each load R times (new processes), the best and the median printed;
-// --threads/--chunk-mib/--pinned-mib/--direct-share/--pin-ahead/--checkpoint-files: the engine's
-// options (StagedUploadOptions) for every load that uses it, to measure one at a time
-// (--checkpoint-files 0: a load from the checkpoint copies what the loader handed on untouched
-// out of the mapping instead of reading the file). --checkpoint-read-ahead 0: the ordinary tier
+// --threads/--chunk-mib/--pinned-mib/--pin-ahead: the engine's options (StagedUploadOptions) for
+// every load that uses it, to measure one at a time. --checkpoint-read-ahead 0: the ordinary tier
 // does not read a checkpoint off the page cache ahead of the loader (OrdinaryTierOptions).
 // --drop-cache 1: every file under the work directory (the checkpoint, the cache's entries) is
 // dropped from the page cache before each load (posix_fadvise DONTNEED after sync; the share of
 // the pages still resident is printed), and the disk's ceilings are measured on the snapshot's
-// data files the same way: one thread reading 16 MiB at a time as `dd` does, one thread and 16
-// threads of 16 MiB O_DIRECT reads, and 16 threads of 512 KiB O_DIRECT reads (fastsafetensors'
-// way); and `dd` and fastsafetensors' way on the checkpoint, the file the peers read.
-// --disk ROWS: which of those disk rows (comma-separated: dd, direct, direct16, direct16-512k,
-// checkpoint-dd, checkpoint-direct16-512k; `none`); all by default.
+// data files the same way, one thread reading 16 MiB at a time as `dd` does, and on the
+// checkpoint, the file the peers read.
+// --disk ROWS: which of those disk rows (comma-separated: dd, checkpoint-dd; `none`); both by default.
 // --prime 1 (with --drop-cache 1): before each timed load and disk row, the files it reads are read
 // once whole, untimed, and then dropped. The GPU machine's disk is virtual and its host keeps what
 // was read: one reader's time on one file moved by up to 1.7x between runs minutes apart there
@@ -125,13 +119,11 @@ int measure(const Options& o) {
   if (o.engine_set) plan.uploader = staged_uploader(o.engine);
   if (!o.ordinary.read_ahead) plan.tiers = {snapshot_tier(), ordinary_tier(o.ordinary)};
   if (o.measure == "warm-plain") plan.uploader = per_storage_uploader();
-  if (o.measure == "warm-view-only" || o.measure == "warm-view-only-uncached")
+  if (o.measure == "warm-view-only")
     plan.post_load = {int8_row_scale_method(WeightLayout::row_major)};
   if (o.measure == "warm-engine") plan.uploader = staged_uploader();  // the default only from 64 MiB on
   StagedUploadOptions variant = o.engine;
-  if (o.measure == "warm-unchecked") variant.check_files = false, plan.uploader = staged_uploader(variant);
   if (o.measure == "warm-host-post-load") variant.convert_layouts = false, plan.uploader = staged_uploader(variant);
-  if (o.measure.ends_with("-uncached")) variant.read_uncached = true, plan.uploader = staged_uploader(variant);
   // The CUDA context and torch's allocator start outside the timing, as in a server that loads.
   (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA));
   const auto t0 = Clock::now();
@@ -248,10 +240,8 @@ double drop_from_page_cache(const std::vector<std::string>& files) {
   return pages == 0 ? 0 : static_cast<double>(resident) / static_cast<double>(pages);
 }
 
-// Reads `files` whole, `threads` at a time in `piece`-byte reads taken in file order (O_DIRECT when
-// `direct`); seconds.
-double read_files(const std::vector<std::string>& files, int threads, std::uint64_t piece, bool direct,
-                  std::uint64_t& bytes) {
+// Reads `files` whole, `threads` at a time in `piece`-byte reads taken in file order; seconds.
+double read_files(const std::vector<std::string>& files, int threads, std::uint64_t piece, std::uint64_t& bytes) {
   struct Job {
     int fd;
     std::uint64_t offset, length;
@@ -260,7 +250,7 @@ double read_files(const std::vector<std::string>& files, int threads, std::uint6
   std::vector<int> fds;
   bytes = 0;
   for (const std::string& f : files) {
-    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
+    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat st {};
     if (fd < 0 || ::fstat(fd, &st) != 0) continue;
     fds.push_back(fd);
@@ -274,8 +264,7 @@ double read_files(const std::vector<std::string>& files, int threads, std::uint6
     void* buffer = nullptr;
     if (::posix_memalign(&buffer, 4096, piece) != 0) return;
     for (std::size_t i; (i = next.fetch_add(1)) < jobs.size();) {
-      const std::uint64_t want = direct ? (jobs[i].length + 4095) / 4096 * 4096 : jobs[i].length;
-      (void)::pread(jobs[i].fd, buffer, want, static_cast<off_t>(jobs[i].offset));
+      (void)::pread(jobs[i].fd, buffer, jobs[i].length, static_cast<off_t>(jobs[i].offset));
     }
     std::free(buffer);
   };
@@ -304,9 +293,7 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") o.engine.threads = std::stoull(value), o.engine_set = true;
     else if (flag == "--chunk-mib") o.engine.chunk_bytes = std::stoull(value) << 20, o.engine_set = true;
     else if (flag == "--pinned-mib") o.engine.pinned_bytes = std::stoull(value) << 20, o.engine_set = true;
-    else if (flag == "--direct-share") o.engine.direct_share = std::stod(value), o.engine_set = true;
     else if (flag == "--pin-ahead") o.engine.pin_ahead = value == "1", o.engine_set = true;
-    else if (flag == "--checkpoint-files") o.engine.read_checkpoint_files = value == "1", o.engine_set = true;
     else if (flag == "--checkpoint-read-ahead") o.ordinary.read_ahead = value == "1";
     else if (flag == "--drop-cache") o.drop_cache = value == "1";
     else if (flag == "--prime") o.prime = value == "1";
@@ -369,7 +356,7 @@ int main(int argc, char** argv) {
   // --prime: `files` read once whole, untimed; the caller drops them next.
   auto prime = [&](const std::vector<std::string>& files) {
     std::uint64_t ignored = 0;
-    if (o.prime) (void)read_files(files, 1, kLargeRead, false, ignored);
+    if (o.prime) (void)read_files(files, 1, kLargeRead, ignored);
   };
   auto child = [&](const std::string& what) -> Row {
     std::vector<std::string> args{"/proc/self/exe", "--measure", what, "--size-mib", std::to_string(o.size_mib),
@@ -377,9 +364,8 @@ int main(int argc, char** argv) {
     if (o.engine.threads) args.insert(args.end(), {"--threads", std::to_string(o.engine.threads)});
     if (o.engine_set)
       args.insert(args.end(), {"--chunk-mib", std::to_string(o.engine.chunk_bytes >> 20), "--pinned-mib",
-                               std::to_string(o.engine.pinned_bytes >> 20), "--direct-share",
-                               fmt::format("{}", o.engine.direct_share), "--pin-ahead", o.engine.pin_ahead ? "1" : "0",
-                               "--checkpoint-files", o.engine.read_checkpoint_files ? "1" : "0"});
+                               std::to_string(o.engine.pinned_bytes >> 20), "--pin-ahead",
+                               o.engine.pin_ahead ? "1" : "0"});
     if (!o.ordinary.read_ahead) args.insert(args.end(), {"--checkpoint-read-ahead", "0"});
     Row row{what};
     std::vector<double> all;
@@ -402,8 +388,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   if (wanted("cold")) rows.push_back(child("cold"));  // it publishes the entry the warm loads read
-  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-uncached", "warm-engine", "warm-unchecked",
-                           "warm-host-post-load", "warm-plain", "warm-view-only", "warm-view-only-uncached"}) {
+  for (const char* what : {"ordinary", "ordinary-whole", "warm", "warm-engine", "warm-host-post-load",
+                           "warm-plain", "warm-view-only"}) {
     if (std::string(what) == "warm-engine" && o.size_mib >= 64) continue;  // the default from 64 MiB
     if (wanted(what)) rows.push_back(child(what));
   }
@@ -412,27 +398,17 @@ int main(int argc, char** argv) {
   rows.insert(rows.begin(), Row{"pinned copy (ceiling)", pinned_copy_seconds(bytes), bytes});
   if (o.drop_cache) {
     // The disk's ceilings on the files the warm loads read, and on the checkpoint, which the peers
-    // read: a virtual disk need not give two files the same rate (one thread of 16 MiB O_DIRECT
-    // reads took 6.6-7.1 s on the 16 GiB checkpoint and 8.4-8.9 s on its snapshot in one run on the
-    // GPU machine, 2026-12-04). fastsafetensors 0.5.0 (no GDS) reads with 16 threads of 516 KiB
-    // O_DIRECT reads taken in file order (strace, 2026-12-04): that row, on both files, says whether
-    // its lead with the page cache dropped is its way of reading or the file it reads.
-    // Only this load's entry: the twelfth session's rows also read another topology's entries
-    // (22.4 GB against the load's 17.1), which their times then did not compare with.
+    // read: a virtual disk need not give two files the same rate. Only this load's entry: another
+    // topology's entries are not what the load reads.
     const std::vector<std::string> data = entry_data_files(), peers_file{checkpoint};
-    constexpr std::uint64_t kSmall = 512ull << 10;
-    for (const auto& [flag, name, files, threads, piece, direct] :
-         {std::tuple{"dd", "disk: 1 thread, 16 MiB reads (dd)", data, 1, kLargeRead, false},
-          std::tuple{"direct", "disk: 1 thread, 16 MiB O_DIRECT", data, 1, kLargeRead, true},
-          std::tuple{"direct16", "disk: 16 x 16 MiB O_DIRECT", data, 16, kLargeRead, true},
-          std::tuple{"direct16-512k", "disk: 16 x 512 KiB O_DIRECT", data, 16, kSmall, true},
-          std::tuple{"checkpoint-dd", "disk: dd of the checkpoint", peers_file, 1, kLargeRead, false},
-          std::tuple{"checkpoint-direct16-512k", "disk: checkpoint, 16 x 512 KiB O_DIRECT", peers_file, 16, kSmall, true}}) {
+    for (const auto& [flag, name, files] :
+         {std::tuple{"dd", "disk: 1 thread, 16 MiB reads (dd)", data},
+          std::tuple{"checkpoint-dd", "disk: dd of the checkpoint", peers_file}}) {
       if (!named_in(o.disk_rows, flag)) continue;
       prime(files);
       still_resident = std::max(still_resident, drop_from_page_cache(files));
       Row row{name};
-      row.seconds = read_files(files, threads, piece, direct, row.bytes);
+      row.seconds = read_files(files, 1, kLargeRead, row.bytes);
       rows.insert(rows.begin() + 1, row);
     }
   }

@@ -21,7 +21,8 @@ With --prime as well, the checkpoint is first read once whole, untimed, as its -
 Peers (issue 21's list): safetensors load_file(device="cuda"); instanttensor safe_open with its
 default backend and with BackendPolicy.BUFFERED; fastsafetensors SafeTensorsFileLoader (nogds);
 runai_model_streamer SafetensorsStreamer. bench/gpu_load_bench.cpp measures snapcache and the
-pinned-copy ceiling on the same checkpoint (its --work-dir); run both in one session.
+pinned-copy ceiling on the same checkpoint (its --work-dir); run both on one machine, one after the
+other (tools/gpu/measure-loads.sh does).
 """
 import argparse
 import json

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "pipeline/layout_kernels.h"
+#include "methods/layout_kernels.h"
 #include "util/parallel.h"
 
 using Clock = std::chrono::steady_clock;
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     at::Tensor t = at::randint(-100, 100, {rows, cols}, at::TensorOptions().dtype(c.type));
     at::Tensor ref, ours;
     const double torch_s = best_seconds(repeat, [&] { ref = t.t().contiguous().t(); });
-    const double ours_s = best_seconds(repeat, [&] { ours = snapcache::pipeline::column_major(t); });
+    const double ours_s = best_seconds(repeat, [&] { ours = snapcache::methods::column_major(t); });
     // The ceiling: the same bytes copied as they are into fresh memory (page faults included).
     const double copy_s = best_seconds(repeat, [&] {
       at::Tensor fresh = at::empty_like(t);

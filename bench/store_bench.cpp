@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"

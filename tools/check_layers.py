@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Fails when the sources cross the architecture that docs/design.md describes.
+"""Fails when the sources cross the architecture that src/CMakeLists.txt declares.
 
-Three rules, each read from the page it checks, so the page and the code cannot drift apart:
+The build is the one statement of the layer graph: each `snapcache_layer(snapcache_<layer> ...)`
+there is a folder src/<layer>/, declared after the layers it links (lowest first), and its
+`target_link_libraries` names the layers it uses. The compiler already refuses an include of a
+layer that is not linked (each layer sees only the include roots of what it links); this check
+says so in words, and checks what the compiler cannot:
 
-1. Layers. design.md's layer table lists the layers lowest first ("each uses only the ones above
-   it"). A file in src/<layer>/ may include private headers ("<other>/...") only of its own layer
-   or of a layer above it in the table. A layer whose libtorch column says "no" includes no torch
-   header (ATen, c10, torch).
-2. The seam. Disk access goes through FileSystem (design.md, "Every disk access goes through
-   FileSystem"): a raw POSIX file call (::open, ::pread, ::rename, opendir, ...) appears only in
-   the files listed in RAW_FILE_CALLS below, each with the reason it is outside the seam.
-3. The public headers. The list in design.md ("The public API is `include/snapcache/` ...")
-   names exactly the headers in include/snapcache/ and its subdirectories (extend/tier.h, ...).
+1. Layers. A file in src/<layer>/ includes private headers ("<other>/...") only of its own layer
+   or of a layer it links, directly or through another; each layer links directly only layers
+   whose headers it includes, and is declared after them; every source in src/<layer>/ is one of
+   its layer's sources. A layer that does not reach libtorch (snapcache_dep::torch) through its
+   links includes no torch header (ATen, c10, torch).
+2. The seam. Disk access goes through FileSystem: a raw POSIX file call (::open, ::pread,
+   ::rename, opendir, ...) appears only in the files listed in RAW_FILE_CALLS below, each with the
+   reason it is outside the seam.
 
 Run from anywhere: python3 tools/check_layers.py. CI runs it (tools/check.sh).
 """
@@ -20,7 +23,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DESIGN = ROOT / "docs" / "design.md"
+CMAKE = ROOT / "src" / "CMakeLists.txt"
 
 # Files that may call the file system directly, and why. Everything else goes through FileSystem.
 RAW_FILE_CALLS = {
@@ -31,7 +34,7 @@ RAW_FILE_CALLS = {
     "src/donor/list_donors.cpp": "lists the socket directory, not the cache",
     "src/distributed/store_connection.cpp": "a TCP socket",
     "src/archive/transfer.cpp": "the caller's archive stream (a pipe, a terminal or a file the caller opened)",
-    "src/pipeline/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
+    "src/methods/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
     "src/gpu/pinned_pool.cpp": "anonymous mappings for pinned staging buffers (address space, no file)",
     "tools/snapcache/commands/import.cpp": "the user's archive file",
     "tools/snapcache/commands/export.cpp": "the user's archive file",
@@ -45,36 +48,69 @@ RAW_CALL = re.compile(
 )
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
 TORCH = ("ATen/", "c10/", "torch/")
+TORCH_TARGET = "snapcache_dep::torch"
 
 
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+    return re.sub(r"//[^\n]*", "", text)
 
 
-def layer_table(design):
-    layers = []  # (folder name, uses torch)
-    for line in design.splitlines():
-        m = re.match(r"\|\s*[^|]+\|\s*`src/([a-z_]+)/`\s*\|[^|]*\|\s*([^|]+)\|", line)
-        if m:
-            layers.append((m.group(1), not m.group(2).strip().startswith("no")))
-    return layers
+def strip_strings(code):
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)
 
 
-def public_header_list(design):
-    m = re.search(r"The public API is `include/snapcache/`(.*?)\. The shared library", design, re.S)
-    return set(re.findall(r"`([a-z_/]+\.h)`", m.group(1))) if m else set()
+def cmake_calls(text, command):
+    """The argument lists of each call of `command`, in order (comments dropped)."""
+    text = re.sub(r"#[^\n]*", "", text)
+    return [m.group(1).split() for m in re.finditer(command + r"\s*\(([^)]*)\)", text)]
+
+
+def layer_graph(cmake):
+    """[(layer, sources)] in declaration order, and each layer's direct links (layers, or the torch
+    target), from src/CMakeLists.txt."""
+    layers = []
+    for args in cmake_calls(cmake, "snapcache_layer"):
+        layers.append((args[0].removeprefix("snapcache_"), args[1:]))
+    names = {name for name, _ in layers}
+    links = {name: set() for name in names}
+    for args in cmake_calls(cmake, "target_link_libraries"):
+        target = args[0].removeprefix("snapcache_")
+        if target not in names:
+            continue
+        for dep in args[1:]:
+            if dep == TORCH_TARGET:
+                links[target].add(TORCH_TARGET)
+            elif dep.startswith("snapcache_") and dep.removeprefix("snapcache_") in names:
+                links[target].add(dep.removeprefix("snapcache_"))
+    return layers, links
+
+
+def reach(links, layer, seen=None):
+    seen = set() if seen is None else seen
+    for dep in links.get(layer, ()):
+        if dep not in seen:
+            seen.add(dep)
+            reach(links, dep, seen)
+    return seen
 
 
 def main():
-    design = DESIGN.read_text()
     problems = []
-    layers = layer_table(design)
+    cmake = CMAKE.read_text()
+    layers, links = layer_graph(cmake)
     if not layers:
-        problems.append("docs/design.md: no layer table found")
-    rank = {name: i for i, (name, _) in enumerate(layers)}
-    torch_free = {name for name, torch in layers if not torch}
+        problems.append("src/CMakeLists.txt: no snapcache_layer() found")
+    order = {name: i for i, (name, _) in enumerate(layers)}
+    sources = {name: {f"src/{s}" for s in srcs if s.endswith((".cpp", ".cu"))} for name, srcs in layers}
+    for args in cmake_calls(cmake, "target_sources"):  # a layer's sources chosen by configuration
+        if args[0].removeprefix("snapcache_") in sources:
+            sources[args[0].removeprefix("snapcache_")] |= {f"src/{s}" for s in args[1:] if s.endswith((".cpp", ".cu"))}
+    for name, _ in layers:
+        for dep in links[name] - {TORCH_TARGET}:
+            if order[dep] > order[name]:
+                problems.append(f"src/CMakeLists.txt: {name} links {dep}, which is declared after it")
+    included = {name: set() for name in order}
 
     for folder in ["src", "tools", "python/bindings"]:
         for path in sorted((ROOT / folder).rglob("*")):
@@ -82,39 +118,42 @@ def main():
                 continue
             rel = path.relative_to(ROOT).as_posix()
             raw = path.read_text(errors="replace")
-            code = strip_comments(raw)
-            layer = rel.split("/")[1] if rel.startswith("src/") else None
-            if layer is not None and layer not in rank and path.parent != ROOT / "src":
-                problems.append(f"{rel}: src/{layer}/ is not a layer in docs/design.md's table")
-            for inc in INCLUDE.findall(raw):
-                top = inc.split("/")[0]
-                if layer in rank and top in rank and rank[top] > rank[layer]:
-                    problems.append(f"{rel}: includes {inc}, but {top} is below {layer} in docs/design.md's layer table")
-                if layer in torch_free and inc.startswith(TORCH):
-                    problems.append(f"{rel}: includes {inc}, but the {layer} layer is without libtorch")
+            code = strip_comments(raw)  # includes are read here
+            layer = rel.split("/")[1] if rel.startswith("src/") and path.parent != ROOT / "src" else None
+            if layer is not None and layer not in order:
+                problems.append(f"{rel}: src/{layer}/ is not a layer in src/CMakeLists.txt")
+            if layer in order:
+                reachable = reach(links, layer)
+                if path.suffix != ".h" and rel not in sources[layer]:
+                    problems.append(f"{rel}: not among the {layer} layer's sources in src/CMakeLists.txt")
+                for inc in INCLUDE.findall(code):
+                    top = inc.split("/")[0]
+                    if top in order and top != layer:
+                        included[layer].add(top)
+                        if top not in reachable:
+                            problems.append(f"{rel}: includes {inc}, but the {layer} layer does not link {top}")
+                    if inc.startswith(TORCH) and TORCH_TARGET not in reachable:
+                        problems.append(f"{rel}: includes {inc}, but the {layer} layer is without libtorch")
             if rel not in RAW_FILE_CALLS:
-                for m in RAW_CALL.finditer(code):
-                    line = code.count("\n", 0, m.start()) + 1
+                calls = strip_strings(code)
+                for m in RAW_CALL.finditer(calls):
+                    line = calls.count("\n", 0, m.start()) + 1
                     problems.append(f"{rel}:{line}: calls {m.group(1) or m.group(2)} directly; use FileSystem "
                                     "(or list the file in tools/check_layers.py with the reason)")
+    for name in order:
+        for dep in sorted(links[name] - {TORCH_TARGET} - included[name]):
+            problems.append(f"src/CMakeLists.txt: {name} links {dep}, whose headers it does not include")
     for rel in RAW_FILE_CALLS:
         if not (ROOT / rel).exists():
             problems.append(f"tools/check_layers.py: {rel} is listed but does not exist")
-
-    listed = public_header_list(design)
-    public = ROOT / "include" / "snapcache"
-    present = {p.relative_to(public).as_posix() for p in public.rglob("*.h")}
-    for name in sorted(present - listed):
-        problems.append(f"docs/design.md: the public header list lacks {name}")
-    for name in sorted(listed - present):
-        problems.append(f"docs/design.md: the public header list names {name}, which include/snapcache/ lacks")
 
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
         print(f"check_layers: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check_layers: {len(layers)} layers, {len(present)} public headers, the seam holds")
+    torch_free = [name for name in order if TORCH_TARGET not in reach(links, name)]
+    print(f"check_layers: {len(layers)} layers ({', '.join(torch_free)} without libtorch), the seam holds")
     return 0
 
 

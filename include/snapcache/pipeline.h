@@ -35,6 +35,7 @@
 #include "snapcache/dtype.h"
 #include "snapcache/export.h"
 #include "snapcache/key.h"
+#include "snapcache/named_tensors.h"
 #include "snapcache/status.h"
 #include "snapcache/store.h"
 
@@ -46,9 +47,6 @@ class Tier;
 class Uploader;
 class PostLoadMethod;
 class RankGroup;
-
-// Ordered: the order of publication is the order of loading.
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 using DerivedBuffers = std::map<std::string, at::Tensor>;
 
@@ -175,9 +173,6 @@ struct LoadReport {
   // post-load, the upload) and, on a hit with a quarter or more of the entry from the disk, the
   // rate that makes (a loader reads what it needs of a checkpoint, which the library does not see).
   std::uint64_t bytes_from_disk = 0;
-  // Of the bytes the upload read and checked, those it read around the page cache, straight from
-  // the disk (StagedUploadOptions::read_uncached).
-  std::uint64_t bytes_read_uncached = 0;
   SNAPCACHE_API std::string page_cache() const;  // "" when every byte was in the page cache
   double seconds = 0;
   SNAPCACHE_API std::string summary() const;  // the one log line

@@ -16,7 +16,7 @@
 
 #include "snapcache/export.h"
 #include "snapcache/extend/file_system.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/safetensors_header.h"
 
 namespace snapcache {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "snapcache/export.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 
 namespace snapcache {
 

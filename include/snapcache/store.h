@@ -2,7 +2,7 @@
 // with the layout the load expects. Publishing and looking up entries directly (named storages and
 // tensors under a Key, found again in a later process, mapped from disk) speaks the store's own
 // vocabulary, which snapcache/extend/store_access.h defines; the at::Tensor front end is
-// snapcache/extend/snapshot.h, and snapcache/maintenance.h lists, verifies and cleans a cache (what
+// snapcache/extend/store_tensors.h, and snapcache/maintenance.h lists, verifies and cleans a cache (what
 // the `snapcache` command does).
 #pragma once
 

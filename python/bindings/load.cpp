@@ -114,9 +114,6 @@ void bind_report(py::module_& m) {
                     "Of file_bytes, those not in the page cache when the load began to read them (sampled; on a "
                     "hit when the tier served them, from the checkpoint when the loader started): read from the "
                     "disk.")
-      .def_readonly("bytes_read_uncached", &LoadReport::bytes_read_uncached,
-                    "Of the bytes the upload checked, those read around the page cache (O_DIRECT), straight from "
-                    "the disk.")
       .def_readonly("seconds", &LoadReport::seconds)
       .def("integrity", &LoadReport::integrity, "bytes_checked and bytes_trusted in words.")
       .def("page_cache", &LoadReport::page_cache,

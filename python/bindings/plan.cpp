@@ -523,22 +523,19 @@ void bind_hooks_tiers_uploaders(py::module_& m) {
   const StagedUploadOptions defaults;  // the C++ defaults, stated once (extend/gpu_upload.h)
   m.def(
       "staged_uploader",
-      [](std::uint64_t pinned_bytes, std::uint64_t chunk_bytes, std::size_t threads, bool check_files,
-         bool convert_layouts, bool pin_ahead, bool read_uncached) {
+      [](std::uint64_t pinned_bytes, std::uint64_t chunk_bytes, std::size_t threads, bool convert_layouts,
+         bool pin_ahead) {
         StagedUploadOptions options;
         options.pinned_bytes = pinned_bytes;
         options.chunk_bytes = chunk_bytes;
         options.threads = threads;
-        options.check_files = check_files;
         options.convert_layouts = convert_layouts;
         options.pin_ahead = pin_ahead;
-        options.read_uncached = read_uncached;
         return staged_uploader(options);
       },
       py::kw_only(), py::arg("pinned_bytes") = defaults.pinned_bytes, py::arg("chunk_bytes") = defaults.chunk_bytes,
-      py::arg("threads") = defaults.threads, py::arg("check_files") = defaults.check_files,
-      py::arg("convert_layouts") = defaults.convert_layouts, py::arg("pin_ahead") = defaults.pin_ahead,
-      py::arg("read_uncached") = defaults.read_uncached,
+      py::arg("threads") = defaults.threads, py::arg("convert_layouts") = defaults.convert_layouts,
+      py::arg("pin_ahead") = defaults.pin_ahead,
       "The GPU upload engine (pinned staging pool, copy streams; checks every snapshot chunk). LoadPlan "
       "uses it by default for loads of 64 MiB or more onto CUDA.");
 }

@@ -6,7 +6,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 #include "snapcache/pipeline.h"
 #include "snapcache/safetensors.h"

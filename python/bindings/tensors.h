@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 
 namespace snapcache::python {
 

@@ -32,6 +32,31 @@ def source_identity(integration_file):
     return _IDENTITIES[integration_file]
 
 
+def flat_options(prefix, value):
+    """A value as key options, one per field ("config.hidden_size": "64"), so that `snapcache why`
+    names each field that changed with both values instead of a digest. Nested mappings are walked
+    (their keys sorted; private ones, "_name", left out); every other value is its canonical JSON."""
+    out = {}
+    _flatten(prefix, value, out)
+    return out
+
+
+def _flatten(prefix, value, out):
+    if isinstance(value, dict) and value:
+        for name in sorted(value, key=str):
+            if not str(name).startswith("_"):  # transformers' private fields: the path it was read from, ...
+                _flatten(f"{prefix}.{name}", value[name], out)
+    else:
+        out[prefix] = json.dumps(value, sort_keys=True, default=_stable_text)
+
+
+def _stable_text(value):
+    """A value JSON has no form for, as the same text in every process: its repr, unless that holds
+    an address (an object's default repr), which would make every process's key another."""
+    text = repr(value)
+    return type(value).__qualname__ if " at 0x" in text else text
+
+
 def digest(value):
     """A short, stable digest of a JSON-able value (a config, keyword arguments) for the key."""
     text = json.dumps(value, sort_keys=True, default=repr)

@@ -1,5 +1,8 @@
 """Config: defaults, keywords (and the loaders' aliases), the environment and the settings file."""
 
+import os
+import sys
+
 import pytest
 
 import snapcache
@@ -86,3 +89,24 @@ def test_default_locations(tmp_path):
 def test_sizes_in_words():
     assert snapcache.parse_size("1.5GiB") == 3 * GiB // 2
     assert snapcache.format_size(3 * GiB // 2) == "1.5 GiB"
+
+
+def test_no_home_means_no_default_cache(tmp_path):
+    """A process with no home (HOME unset, as in some services and containers) has no default cache,
+    never a shared /tmp path: a loader's store is unavailable and says to set SNAPCACHE_DIR."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME") and not k.startswith("SNAPCACHE_")}
+    code = ("import snapcache\n"
+            "store = snapcache.Store.open_for_loading()\n"
+            "print(repr(snapcache.Config.default_directory()))\n"
+            "print(store.available)\n"
+            "print(store.unavailable_reason)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    default, available, reason = done.stdout.splitlines()[-3:]
+    assert default == "''" and available == "False"
+    assert "no cache directory: HOME is not set" in reason and "set SNAPCACHE_DIR" in reason
+    assert list(tmp_path.iterdir()) == []  # nothing made where it ran

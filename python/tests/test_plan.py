@@ -50,7 +50,7 @@ def test_tiers_by_object_name_or_string():
 
 def test_uploaders():
     assert snapcache.per_storage_uploader().name() != ""
-    staged = snapcache.staged_uploader(pinned_bytes=64 << 20, threads=2, pin_ahead=False, read_uncached=True)
+    staged = snapcache.staged_uploader(pinned_bytes=64 << 20, threads=2, pin_ahead=False)
     plan = snapcache.LoadPlan(uploader=staged)
     assert plan.uploader is not None and plan.uploader.name() == staged.name()
 

@@ -4,6 +4,7 @@ the docs' examples): the annotated assignments below are checked there against t
 
 import ast
 import pathlib
+import re
 
 import pytest
 import torch
@@ -44,7 +45,8 @@ class StubClass:
         for item in node.body:
             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 self.members.add(item.target.id)
-                self.writable.add(item.target.id)
+                if not is_final(item.annotation):  # `name: Final[T]`: read-only
+                    self.writable.add(item.target.id)
             elif isinstance(item, ast.Assign):  # enum members
                 self.members.update(t.id for t in item.targets if isinstance(t, ast.Name))
             elif isinstance(item, ast.FunctionDef):
@@ -58,6 +60,11 @@ class StubClass:
         for base in self.bases:
             out |= classes[base].all_members(classes)
         return out
+
+
+def is_final(annotation):
+    node = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    return isinstance(node, ast.Name) and node.id == "Final"
 
 
 def stub_classes():
@@ -93,6 +100,75 @@ def test_each_class_of_the_stub_has_the_members_the_class_has():
                 # assigned as a plain attribute or a property with a setter.
                 if (attr.fset is not None) != (member in stub.writable):
                     problems.append(f"{name}.{member}: assignable at run time: {attr.fset is not None}")
+    assert problems == []
+
+
+def bound_parameters(function):
+    """The parameter names of each of a bound function's overloads, from the signature pybind11 writes
+    at the head of its docstring: "name(a: int, *, b: str = ...) -> None" (overloads numbered)."""
+    doc = function.__doc__ or ""
+    heads = re.findall(r"^(?:\d+\. )?" + re.escape(function.__name__) + r"\((.*)\) -> ", doc, re.M)
+    signatures = []
+    for head in heads:
+        names, depth, current = [], 0, ""
+        for ch in head + ",":
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                name = current.strip().split(":")[0].split("=")[0].strip()
+                if name and name not in ("*", "/", "self"):
+                    names.append(name)
+                current = ""
+            else:
+                current += ch
+        signatures.append(names)
+    return signatures
+
+
+def stub_parameters(node):
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def stub_functions():
+    """Every function of the stub, module-level and in classes, by its qualified name: the
+    parameter names of each of its overloads."""
+    out: "dict[str, list[list[str]]]" = {}
+
+    def add(name, node):
+        out.setdefault(name, []).append(stub_parameters(node))
+
+    for node in stub_tree().body:
+        if isinstance(node, ast.FunctionDef):
+            add(node.name, node)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and not any(
+                        isinstance(d, (ast.Name, ast.Attribute)) and getattr(d, "id", getattr(d, "attr", "")) in
+                        ("property", "setter") for d in item.decorator_list):
+                    add(f"{node.name}.{item.name}", item)
+    return out
+
+
+def test_each_function_of_the_stub_has_the_parameters_the_binding_has():
+    problems = []
+    for qualified, declared in sorted(stub_functions().items()):
+        owner, _, name = qualified.rpartition(".")
+        if name.startswith("_") and name != "__init__":
+            continue
+        target = getattr(getattr(_core, owner), name) if owner else getattr(_core, name)
+        bound = bound_parameters(target)
+        if not bound:  # not a pybind11 function (an exception's own method, say)
+            continue
+        if any(name.startswith("*") for params in bound for name in params):
+            continue  # takes **kwargs: test_keyword_constructors_take_what_the_attributes_take tries them
+        for params in declared:
+            if params not in bound:
+                problems.append(f"{qualified}({', '.join(params)}): the binding takes "
+                                + " or ".join(f"({', '.join(b)})" for b in bound))
     assert problems == []
 
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "distributed/exchange.h"
+#include "distributed/rank_message.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 #include "snapcache/rank_group.h"
@@ -44,6 +45,12 @@ class BackendExchange final : public RankGroup {
       std::vector<std::int64_t> sizes;
       for (const at::Tensor& t : *lengths) {
         sizes.push_back(t.cpu().data_ptr<std::int64_t>()[0]);
+        // Every rank sees the same lengths, so every rank refuses here alike, before the second
+        // all-gather (which would allocate what the length says).
+        if (sizes.back() < 0 || sizes.back() > static_cast<std::int64_t>(kMaxRankMessageBytes))
+          return malformed_rank_message(fmt::format("rank {}'s message", sizes.size() - 1),
+                                        fmt::format("its length is {} bytes, and a rank's message is at most {}",
+                                                    sizes.back(), kMaxRankMessageBytes));
         longest = std::max(longest, sizes.back());
       }
       at::Tensor padded = at::zeros({longest}, cpu_u8);

@@ -4,8 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
 #include <random>
 
+#include "distributed/environment.h"
+#include "distributed/rank_message.h"
 #include "torch/exceptions.h"
 #include "util/fmt.h"
 
@@ -44,15 +47,11 @@ ProcessRecord this_process() {
 
 nlohmann::json json_of(const ProcessRecord& p) { return {{"pid", p.pid}, {"host", p.host}}; }
 
-nlohmann::json parse(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() ? j : nlohmann::json::object();
-}
-
-ProcessRecord process_of(const nlohmann::json& j) {
+// The process a record names; the message is left malformed when its fields are not a process's.
+ProcessRecord process_of(RankMessage& record) {
   ProcessRecord p;
-  if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) p.pid = it->get<long>();
-  if (auto it = j.find("host"); it != j.end() && it->is_string()) p.host = clean(it->get<std::string>());
+  p.pid = static_cast<long>(record.integer("pid", 0, LONG_MAX));
+  p.host = clean(record.text("host"));
   return p;
 }
 
@@ -63,13 +62,25 @@ std::string start_record(const GroupStart& s) {
   return j.dump();
 }
 
-GroupStart start_of(const std::string& text) {
-  const nlohmann::json j = parse(text);
+// The group's start as its record in the store says; a record that is not one is refused by name.
+Result<GroupStart> start_of(const std::string& text) {
+  auto record = RankMessage::read("the group's start in its store", text);
+  if (!record) return record.status();
   GroupStart s;
-  s.by = process_of(j);
-  if (auto it = j.find("nonce"); it != j.end() && it->is_string()) s.nonce = clean(it->get<std::string>());
-  if (auto it = j.find("world"); it != j.end() && it->is_number_integer()) s.world = it->get<int>();
+  s.by = process_of(*record);
+  s.nonce = clean(record->text("nonce"));
+  s.world = static_cast<int>(record->integer("world", 1, kMaxWorldSize));
+  if (!record->status()) return record->status();
   return s;
+}
+
+// The process that holds (or contests) a rank, in words: "pid 123 on node7", or what is wrong
+// with its record.
+std::string claimant(const std::string& text) {
+  auto record = RankMessage::read("its claim", text);
+  if (!record) return "a process (" + record.status().message() + ")";
+  const ProcessRecord p = process_of(*record);
+  return record->status() ? p.describe() : "a process (" + record->status().message() + ")";
 }
 
 std::string claim_record(const ProcessRecord& me, const std::string& token) {
@@ -116,9 +127,10 @@ Result<GroupMembership> GroupMembership::join(c10d::Store& store, int rank, int 
       const std::string mine = start_record(m.start_);
       const std::string there = text_of(store.compareSet(kStartKey, {}, bytes_of(mine)));
       if (there != mine) {
-        const GroupStart other = start_of(there);
+        const Result<GroupStart> other = start_of(there);
         store.set(contested_key(0), bytes_of(claim_record(m.me_, "")));
-        return refused(fmt::format("{} already holds this store; this rank 0 ({}) would start another", other.describe(),
+        return refused(fmt::format("{} already holds this store; this rank 0 ({}) would start another",
+                                   other ? other->describe() : "a start that is no group's (" + other.status().message() + ")",
                                    m.me_.describe()));
       }
     } else {
@@ -136,7 +148,7 @@ Result<GroupMembership> GroupMembership::join(c10d::Store& store, int rank, int 
     if (holder != mine) {
       store.set(contested_key(rank), bytes_of(mine));
       return refused(fmt::format("rank {} of {} is held by {}, and this process ({}) claims it too", rank,
-                                 m.start_.describe(), process_of(parse(holder)).describe(), m.me_.describe()));
+                                 m.start_.describe(), claimant(holder), m.me_.describe()));
     }
     return Status::ok();
   });
@@ -154,9 +166,9 @@ Result<GroupStart> GroupMembership::contest_rank_zero(c10d::Store& store, Deadli
 Status GroupMembership::unchallenged(c10d::Store& store) const {
   return guarded([&]() -> Status {
     if (!store.check({contested_key(rank_)})) return Status::ok();
-    const ProcessRecord other = process_of(parse(text_of(store.get(contested_key(rank_)))));
+    const std::string other = claimant(text_of(store.get(contested_key(rank_))));
     return refused(fmt::format("{} also claims rank {} of {}, which this process ({}) holds, so both are refused",
-                               other.describe(), rank_, start_.describe(), me_.describe()));
+                               other, rank_, start_.describe(), me_.describe()));
   });
 }
 

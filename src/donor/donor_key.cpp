@@ -1,5 +1,5 @@
 // The donor key: the disk key, how the weights were processed after loading, and the GPU.
-#include "pipeline/plan_key.h"
+#include "load_plan/plan_key.h"
 #include "gpu/shareable_memory.h"
 #include "snapcache/donor.h"
 #include "snapcache/extend/file_system.h"
@@ -33,7 +33,7 @@ Result<DonorKey> donor_key_for_plan(Store* store, const LoadPlan& plan) {
   }
   auto files = describe_checkpoint(*posix_file_system(), plan.checkpoint_files);
   if (!files) return files.status();
-  return donor_key_for_plan(pipeline::key_with_checkpoint(plan, std::move(*files)), plan);
+  return donor_key_for_plan(load_plan::key_with_checkpoint(plan, std::move(*files)), plan);
 }
 
 std::string donor_key_id(const DonorKey& key) {

@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/manifest.h"
 #include "snapcache/text.h"
 #include "util/fmt.h"

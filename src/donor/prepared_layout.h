@@ -10,7 +10,7 @@
 #include <string>
 
 #include "donor/protocol.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 
 namespace snapcache::donor {
 

@@ -1,4 +1,4 @@
-// The canonical key encoding; the grammar is in key_codec.h.
+// The canonical key encoding: Key::fields() walked in order (format/key_codec.h).
 #include "format/key_codec.h"
 
 #include "format/codec.h"

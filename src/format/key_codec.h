@@ -9,19 +9,12 @@
 // before that wrote content-keyed files with their paths; decode_key refuses those keys (foreign):
 // nothing asks for their ids any more, and their entries age out by LRU.
 //
-// key grammar (integers little-endian; str as in codec.h):
-//   key        = "SNAPKEY" encoding_version:u8 format_version:u32 files source torch dtype policy
-//                topology component options
-//   files      = count:u32 { path:str size:u64 mtime_ns:i64 ctime_ns:i64 device:u64 inode:u64
-//                            digest:str }    ; with a digest: path '' and the four stats 0
-//   source     = str                 ; caller's loader identity (see digest_source_files)
-//   torch      = version:str cuda:str abi:str
-//   dtype      = str
-//   policy     = str                 ; mixed-precision policy
-//   topology   = tp_rank:u32 tp_size:u32 pp_rank:u32 pp_size:u32 extra:map
-//   component  = str
-//   options    = map
-//   map        = count:u32 { name:str value:str }
+// The grammar is Key::fields() (snapcache/key.h), walked in order: after the magic "SNAPKEY", the
+// encoding version (u8) and the format version (u32), each field by its type (format/codec.h:
+// integers little-endian, strings with their length; an int as u32; a map as its count and its
+// sorted pairs; a list of checkpoint files as its count and each file's identity; a record as its
+// own fields() in order). key_codec.cpp's Encoder and Decoder are that walk, and nothing else says
+// it.
 #pragma once
 
 #include <cstdint>

@@ -5,24 +5,9 @@
 // FileSystem, never faulting in a mapping page by page) and checks every chunk against the
 // manifest. An event per buffer says when the bus is done with it, so a worker waits only when
 // it is a whole unit ahead. Pending layout conversions (the post-load transposes) cross the bus
-// as they are, into a device scratch buffer of the worker's, and a device kernel (torch's strided
-// copy, which moves bytes and nothing else) writes their transpose into place: the CPU never
-// transposes, and the GPU does it at a hundred GB/s and more.
-//
-// The direct path (off by default, StagedUploadOptions::direct_share): pread into pinned buffers
-// tops out near 37 GB/s on the GPU machine (the kernel copies every byte once more), while the bus
-// takes 55. A share of each snapshot file's units can skip the read: the file is mapped read-only
-// and shared, and a worker registers the unit's pages of the page cache with the driver
-// (read-only), queues their copies, hashes the chunks in place while the bus reads them, and
-// unregisters the pages once the bus is done. A unit's copies never span two registrations (the
-// driver refuses that), and units served so never share a page. Measured in a whole load, the
-// registrations cost more than the reads they save (docs/performance.md), hence off.
-//
-// Reads around the page cache (off by default, StagedUploadOptions::read_uncached): a unit of a
-// snapshot file the page cache does not hold is read with O_DIRECT straight into the pinned buffer,
-// in the pieces read_checked reads and hashes, so the disk's bytes cross host memory once and the
-// disk sees a worker's 512 KiB reads, as fastsafetensors reads a checkpoint. Measured on the GPU
-// machine's disk, no faster than the buffered reads (docs/performance.md), hence off.
+// as they are, into a device scratch buffer of the worker's, and our own kernel
+// (gpu/transpose_kernel.cu) writes their transpose into place: the CPU never transposes, and the
+// GPU does it at a hundred GB/s and more.
 #include <ATen/Functions.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -33,7 +18,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -43,7 +27,6 @@
 #include "gpu/staging.h"
 #include "gpu/cuda_status.h"
 #include "gpu/device_transpose.h"
-#include "loaders/checkpoint_file.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/extend/gpu_upload.h"
 #include "snapcache/extend/host_storage.h"
@@ -62,38 +45,12 @@ using gpu::cuda_status;
 // 8 or 16 took 0.09 s on the H200 machine (docs/performance.md), now that a worker's buffers are
 // pinned in huge pages (about a millisecond each).
 constexpr std::uint64_t kBytesPerWorker = 64ull << 20;
-constexpr std::uint64_t kPage = 4096;
-// Units of the direct path a worker keeps registered (in flight on the bus) at once: the page
-// cache it pins stays within two units per worker, as its pinned buffers do.
-constexpr std::size_t kRegisteredPerWorker = 2;
 // Threads that pin staging buffers ahead of an upload (StagedUploadOptions::pin_ahead): pinning is
 // mostly zeroing fresh huge pages, which several cores do faster than one, while the load's own
 // thread looks up the entry and runs the post-load methods.
 constexpr std::size_t kPinningThreads = 4;
 
 Status check(cudaError_t err, const char* what) { return err == cudaSuccess ? Status::ok() : cuda_status(err, what); }
-
-bool in_checkpoint(const std::optional<StoredBytes>& f) {
-  return f && dynamic_cast<const loaders::CheckpointFile*>(f->file.get()) != nullptr;
-}
-
-// Whether a load from the checkpoint marked storages as the checkpoint file's (never a hit).
-bool names_checkpoint_files(const HostStorages& host) {
-  return std::any_of(host.storages.begin(), host.storages.end(), [](const HostStorage& s) {
-    return in_checkpoint(s.file) || (s.pending && in_checkpoint(s.pending->source_file));
-  });
-}
-
-// `host` with the checkpoint files forgotten (StagedUploadOptions::read_checkpoint_files off): those
-// storages, and conversions' sources, are read from memory, as before the engine read checkpoints.
-HostStorages without_checkpoint_files(const HostStorages& host) {
-  HostStorages copy = host;
-  for (HostStorage& s : copy.storages) {
-    if (in_checkpoint(s.file)) s.file.reset();
-    if (s.pending && in_checkpoint(s.pending->source_file)) s.pending->source_file.reset();
-  }
-  return copy;
-}
 
 // Copies on one stream into the load's device allocation; transposes through `scratch`.
 class DeviceSink final : public gpu::StagingSink {
@@ -164,22 +121,20 @@ class Profile {
     copies_ += copies;
     transposes_ += transposes;
   }
-  void read_uncached(std::uint64_t bytes) { uncached_ += bytes; }
-  std::uint64_t bytes_read_uncached() const { return uncached_.load(); }
   std::string describe(std::size_t workers, std::uint64_t bytes, Clock::time_point began) const {
     const double wall = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     auto mean = [&](Part p) { return static_cast<double>(ns_[p].load()) / 1e6 / static_cast<double>(workers); };
     return fmt::format(
-        "upload engine: {} bytes in {:.1f} ms by {} workers, {} units, {} copies, {} transposes, {} bytes read "
-        "around the page cache; per worker: starting {:.1f} ms, pinning {:.1f} ms, reading, checking and queueing "
-        "{:.1f} ms, waiting for the bus {:.1f} ms, draining {:.1f} ms",
-        bytes, wall, workers, units_.load(), copies_.load(), transposes_.load(), uncached_.load(), mean(starting),
+        "upload engine: {} bytes in {:.1f} ms by {} workers, {} units, {} copies, {} transposes; per worker: "
+        "starting {:.1f} ms, pinning {:.1f} ms, reading, checking and queueing {:.1f} ms, waiting for the bus "
+        "{:.1f} ms, draining {:.1f} ms",
+        bytes, wall, workers, units_.load(), copies_.load(), transposes_.load(), mean(starting),
         mean(pinning), mean(staging), mean(waiting), mean(draining));
   }
 
  private:
   std::array<std::atomic<std::int64_t>, kParts> ns_{};
-  std::atomic<std::uint64_t> units_{0}, copies_{0}, transposes_{0}, uncached_{0};
+  std::atomic<std::uint64_t> units_{0}, copies_{0}, transposes_{0};
 };
 
 // A worker's CUDA objects, released however the worker ends.
@@ -199,51 +154,66 @@ struct WorkerStream {
   }
 };
 
-// The page-cache pieces a worker has registered for the direct path, oldest first, each with the
-// event that says when the bus is done reading it; unregistered however the worker ends.
-class Registrations {
+// A worker's two staging buffers, filled in turn. The second is taken at the second unit, so a
+// worker starts after pinning one; when the pool has none to spare the worker goes on with one,
+// waiting for each unit's copies.
+class WorkerBuffers {
  public:
-  ~Registrations() { (void)release_all(); }
-  std::size_t size() const { return pieces_.size(); }
-  // Registers [data, data + bytes) read-only; an error (and nothing held) where the driver refuses.
-  Status add(std::byte* data, std::uint64_t bytes) {
-    if (cudaError_t err = cudaHostRegister(data, bytes, cudaHostRegisterReadOnly); err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return gpu::cuda_status(err, "registering the page cache of a snapshot file");
+  WorkerBuffers(gpu::PinnedPool& pool, const WorkerStream& cuda) : pool_(pool), cuda_(cuda) {}
+  // The buffer the next unit is read into (the other of the two, where there are two).
+  Result<std::byte*> next() {
+    if (units_ > 0 && buffers_[1]) slot_ = 1 - slot_;
+    if (units_++ == 1) {
+      if (auto second = pool_.take()) {
+        buffers_[1].emplace(std::move(*second));
+        slot_ = 1;
+      }
     }
-    Piece piece{data, nullptr};
-    if (Status st = check(cudaEventCreateWithFlags(&piece.sent, cudaEventDisableTiming), "creating an event"); !st) {
-      (void)cudaHostUnregister(data);
-      return st;
+    if (!buffers_[0]) {
+      auto first = pool_.take();
+      if (!first) return first.status();
+      buffers_[0].emplace(std::move(*first));
     }
-    pieces_.push_back(piece);
-    return Status::ok();
+    return buffers_[slot_]->data();
   }
-  // After the copies of the newest piece are queued on `stream`.
-  Status sent(cudaStream_t stream) { return check(cudaEventRecord(pieces_.back().sent, stream), "copying to the device"); }
-  // Waits for the bus to finish the oldest piece, then lets it go.
-  Status release_oldest() {
-    Piece piece = pieces_.front();
-    pieces_.pop_front();
-    Status st = check(cudaEventSynchronize(piece.sent), "copying to the device");
-    (void)cudaEventDestroy(piece.sent);
-    if (cudaError_t err = cudaHostUnregister(piece.data); err != cudaSuccess && st.is_ok())
-      st = gpu::cuda_status(err, "unregistering the page cache of a snapshot file");
+  // Waits until the bus is done with the copies last queued from this buffer.
+  Status wait_until_sent() {
+    if (!in_flight_[slot_]) return Status::ok();
+    in_flight_[slot_] = false;
+    return check(cudaEventSynchronize(cuda_.sent[slot_]), "copying to the device");
+  }
+  // After the unit's copies are queued (or some were before a failure: they still read the buffer).
+  Status sent() {
+    Status st = check(cudaEventRecord(cuda_.sent[slot_], cuda_.stream), "copying to the device");
+    in_flight_[slot_] = st.is_ok();
     return st;
   }
-  Status release_all() {
-    Status first;
-    while (!pieces_.empty())
-      if (Status st = release_oldest(); !st && first.is_ok()) first = st;
-    return first;
-  }
+  std::size_t units() const { return units_; }
 
  private:
-  struct Piece {
-    std::byte* data;
-    cudaEvent_t sent;
-  };
-  std::deque<Piece> pieces_;
+  gpu::PinnedPool& pool_;
+  const WorkerStream& cuda_;
+  std::array<std::optional<gpu::PinnedPool::Buffer>, 2> buffers_;
+  std::array<bool, 2> in_flight_{false, false};
+  std::size_t slot_ = 0;
+  std::size_t units_ = 0;
+};
+
+// What the workers of one upload share.
+struct UploadRun {
+  UploadRun(const gpu::StagingPlan& p, std::byte* a, c10::DeviceIndex d, gpu::PinnedPool& buffers)
+      : plan(p), arena(a), device_index(d), pool(buffers) {}
+  const gpu::StagingPlan& plan;
+  std::byte* arena;
+  c10::DeviceIndex device_index;
+  gpu::PinnedPool& pool;
+  std::byte* scratch = nullptr;        // the workers' scratch buffers for transposes, if any
+  cudaEvent_t allocated = nullptr;     // recorded after the arena's and the scratch's allocation
+  std::atomic<std::size_t> next{0};    // the next unit to take
+  std::atomic<std::size_t> worker_ids{0};
+  FirstError error;
+  Profile profile;
+  Profile::Clock::time_point began = Profile::Clock::now();
 };
 
 class StagedUploader final : public Uploader {
@@ -289,11 +259,7 @@ class StagedUploader final : public Uploader {
       return Status(StatusCode::invalid_argument, "the host storages do not describe these tensors");
     // Buffers of at least chunk_bytes, grown to what the load's checksum chunks and matrix rows need
     // (a smaller one would refuse the load, and the per-storage copy is many times slower).
-    // Copied only where it differs: a hit's thousands of storages go as they are.
-    const bool forget = !options_.read_checkpoint_files && names_checkpoint_files(host);
-    const HostStorages from_memory = forget ? without_checkpoint_files(host) : HostStorages{};
-    auto plan = gpu::plan_staging(forget ? from_memory : host, options_.chunk_bytes, options_.check_files,
-                                  gpu::BufferFit::grow);
+    auto plan = gpu::plan_staging(host, options_.chunk_bytes, gpu::BufferFit::grow);
     if (!plan) return plan.status().with_context("planning the upload");
     // Two buffers per worker: one is read into while the bus sends the other.
     if (options_.pinned_bytes < 2 * plan->buffer_bytes)
@@ -309,11 +275,9 @@ class StagedUploader final : public Uploader {
     if (!arena)
       return arena.status().with_context("device allocation of " + std::to_string(plan->destination_bytes) + " bytes");
     const double arena_ms = std::chrono::duration<double, std::milli>(Profile::Clock::now() - allocating).count();
-    auto read_uncached = run(*plan, static_cast<std::byte*>(arena->data_ptr()), device, arena_ms);
-    if (!read_uncached) return read_uncached.status();
+    SNAPCACHE_RETURN_IF_ERROR(run(*plan, static_cast<std::byte*>(arena->data_ptr()), device, arena_ms));
     return guarded([&]() -> Result<Uploaded> {
-      return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked,
-                      *read_uncached};
+      return Uploaded{views_over(tensors, host, storages_in(*arena, host, plan->storage_offsets)), plan->bytes_checked};
     });
   }
 
@@ -337,180 +301,93 @@ class StagedUploader final : public Uploader {
     return pool;
   }
 
-  // Runs the plan's units into `arena`; returns the bytes read around the page cache.
-  Result<std::uint64_t> run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device, double arena_ms) {
-    if (plan.units.empty()) return std::uint64_t{0};
-    const Profile::Clock::time_point began = Profile::Clock::now();
-    Profile profile;
+  // Runs the plan's units into `arena`: the workers take units in turn until none is left or one
+  // fails (UploadRun::error).
+  Status run(const gpu::StagingPlan& plan, std::byte* arena, c10::Device device, double arena_ms) {
+    if (plan.units.empty()) return Status::ok();
     expected_buffer_bytes_ = plan.buffer_bytes;  // what the next load's expect() pins
     auto pool = pool_for(plan.buffer_bytes);
     const std::size_t pinned_before = pool->pinned();
     const std::size_t workers = workers_for(plan.destination_bytes, pool->capacity(), plan.units.size());
-    const bool converts = gpu::converts(plan);
-    const auto device_index = static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index());
+    UploadRun run(plan, arena, static_cast<c10::DeviceIndex>(device.index() < 0 ? 0 : device.index()), *pool);
     // One scratch buffer per worker for the raw rows of transposes, allocated on the current stream
-    // (so torch's allocator hands the memory to the model's next allocation when the load is done);
-    // the workers' streams start after what that stream has queued, the arena's allocation included.
+    // (so torch's allocator hands the memory to the model's next allocation when the load is done).
     at::Tensor scratch;
-    if (converts) {
+    if (gpu::converts(plan)) {
       auto made = guarded([&]() -> Result<at::Tensor> {
         return at::empty({static_cast<std::int64_t>(workers * plan.buffer_bytes)},
-                         at::TensorOptions().dtype(at::kByte).device(c10::Device(c10::kCUDA, device_index)));
+                         at::TensorOptions().dtype(at::kByte).device(c10::Device(c10::kCUDA, run.device_index)));
       });
       if (!made) return made.status().with_context("the device scratch buffers for transposes");
       scratch = std::move(*made);
+      run.scratch = static_cast<std::byte*>(scratch.data_ptr());
     }
-    cudaEvent_t allocated = nullptr;
-    SNAPCACHE_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&allocated, cudaEventDisableTiming), "creating an event"));
-    Status recorded = check(cudaEventRecord(allocated, c10::cuda::getCurrentCUDAStream(device_index).stream()),
+    // The workers' streams start after what the current stream has queued, the arena's allocation
+    // and the scratch buffers' included.
+    SNAPCACHE_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&run.allocated, cudaEventDisableTiming), "creating an event"));
+    Status recorded = check(cudaEventRecord(run.allocated, c10::cuda::getCurrentCUDAStream(run.device_index).stream()),
                             "ordering the copies after the allocation");
-    if (!recorded) {
-      (void)cudaEventDestroy(allocated);
-      return recorded;
+    if (recorded) {
+      std::vector<std::thread> threads;
+      for (std::size_t t = 1; t < workers; ++t) threads.emplace_back([&run] { run_worker(run); });
+      run_worker(run);
+      for (auto& t : threads) t.join();
     }
-    // The direct path: which units, and each of their files mapped once for the load.
-    std::vector<std::optional<MappedRegion>> mapped(plan.sources.size());
-    const std::vector<bool> direct = direct_units(plan, mapped);
-    std::atomic<bool> direct_refused{false};
-    const gpu::FileRead file_read =
-        options_.read_uncached ? gpu::FileRead::uncached_where_not_cached : gpu::FileRead::page_cache;
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::size_t> worker_ids{0};
-    FirstError error;
-    auto work = [&] {
-      const std::size_t id = worker_ids.fetch_add(1);
-      if (Status st = check(cudaSetDevice(device_index), "selecting the device"); !st) return error.set(st);
-      WorkerStream cuda;
-      if (Status st = cuda.create(); !st) return error.set(st);
-      if (Status st = check(cudaStreamWaitEvent(cuda.stream, allocated, 0), "ordering the copies after the allocation");
-          !st)
-        return error.set(st);
-      DeviceSink sink(arena, cuda.stream, c10::Device(c10::kCUDA, device_index));
-      if (converts)
-        sink.set_scratch(static_cast<std::byte*>(scratch.data_ptr()) + id * plan.buffer_bytes, plan.buffer_bytes);
-      // The transposes run on torch's current stream: this worker's.
-      c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(cuda.stream, device_index));
-      // The second buffer is taken at the second unit, so a worker starts after pinning one; when
-      // the pool has none to spare the worker goes on with one, waiting for each unit's copies.
-      std::array<std::optional<gpu::PinnedPool::Buffer>, 2> buffers;
-      std::array<bool, 2> in_flight{false, false};
-      std::size_t slot = 0;
-      Registrations registered;
-      std::size_t units_done = 0;
-      Profile::Clock::time_point mark = profile.add(Profile::starting, began);
-      for (; !error.failed();) {
-        const std::size_t i = next.fetch_add(1);
-        if (i >= plan.units.size()) break;
-        const gpu::StagingPlan::Unit& unit = plan.units[i];
-        if (direct[i] && !direct_refused.load(std::memory_order_relaxed)) {
-          if (registered.size() >= kRegisteredPerWorker) {
-            if (Status st = registered.release_oldest(); !st) {
-              error.set(st);
-              break;
-            }
-          }
-          const auto [first, last] = gpu::pages_of(unit, kPage);
-          std::byte* base = mapped[unit.source]->data();
-          if (Status st = registered.add(base + first, last - first); !st) {
-            // Refused (a kernel or driver without it): this unit and the rest go through the buffers.
-            if (!direct_refused.exchange(true))
-              log(LogLevel::info, "upload engine: every unit goes through the pinned buffers: " + st.to_string());
-          } else {
-            Status staged = gpu::stage_unit_in_place(plan, unit, base, sink);
-            Status sent = registered.sent(cuda.stream);  // even after a failure: queued copies read the pages
-            if (!staged || !sent) {
-              error.set(!staged ? staged : sent);
-              break;
-            }
-            continue;
-          }
-        }
-        mark = profile.add(Profile::staging, mark);
-        if (units_done++ == 1) {
-          if (auto second = pool->take()) {
-            buffers[1].emplace(std::move(*second));
-            slot = 1;
-          }
-        }
-        if (!buffers[slot]) {
-          if (slot == 0) {
-            auto first = pool->take();
-            if (!first) {
-              error.set(first.status());
-              break;
-            }
-            buffers[0].emplace(std::move(*first));
-          } else {
-            slot = 0;  // one buffer only
-          }
-        }
-        mark = profile.add(Profile::pinning, mark);
-        if (in_flight[slot]) {
-          if (Status st = check(cudaEventSynchronize(cuda.sent[slot]), "copying to the device"); !st) {
-            error.set(st);
-            break;
-          }
-          in_flight[slot] = false;
-        }
-        mark = profile.add(Profile::waiting, mark);
-        bool uncached = false;
-        Status st = gpu::stage_unit(plan, unit, buffers[slot]->data(), sink, file_read, &uncached);
-        if (uncached) profile.read_uncached(unit.end - unit.begin);
-        // Recorded even after a failure: the copies issued before it still read the buffer.
-        Status sent = check(cudaEventRecord(cuda.sent[slot], cuda.stream), "copying to the device");
-        in_flight[slot] = sent.is_ok();
-        if (!st || !sent) {
-          error.set(!st ? st : sent);
-          break;
-        }
-        slot = buffers[1] ? 1 - slot : 0;
-      }
-      // The buffers go back to the pool, the pages to the kernel and the scratch buffer to torch,
-      // only when no copy or kernel uses them.
-      mark = profile.add(Profile::staging, mark);
-      if (Status st = sink.wait(); !st) error.set(st);
-      if (Status st = registered.release_all(); !st) error.set(st);
-      profile.add(Profile::draining, mark);
-      profile.count(units_done, sink.copies, sink.transposes);
-    };
-    std::vector<std::thread> threads;
-    for (std::size_t t = 1; t < workers; ++t) threads.emplace_back(work);
-    work();
-    for (auto& t : threads) t.join();
-    (void)cudaEventDestroy(allocated);
+    (void)cudaEventDestroy(run.allocated);
+    if (!recorded) return recorded;
     if (log_level() >= LogLevel::debug)
-      log(LogLevel::debug, profile.describe(workers, plan.destination_bytes, began) +
+      log(LogLevel::debug, run.profile.describe(workers, plan.destination_bytes, run.began) +
                                fmt::format("; before them: the device allocation {:.1f} ms; staging buffers pinned "
                                            "before the upload: {}, during it: {}",
                                            arena_ms, pinned_before, pool->pinned() - pinned_before));
-    if (Status st = error.status(); !st) return st;
-    return profile.bytes_read_uncached();
+    return run.error.status();
   }
 
-  // The direct path's units (gpu::choose_direct_units), each of their files mapped; a unit whose
-  // file cannot be mapped goes through the buffers.
-  std::vector<bool> direct_units(const gpu::StagingPlan& plan, std::vector<std::optional<MappedRegion>>& mapped) const {
-    std::vector<bool> direct = gpu::choose_direct_units(plan, options_.direct_share);
-    for (std::size_t i = 0; i < plan.units.size(); ++i)
-      if (direct[i]) direct[i] = map_source(plan, plan.units[i].source, mapped) != nullptr;
-    return direct;
-  }
-
-  // Source `s`'s file mapped read-only and shared (StoredFile::map), once per load; null where it
-  // cannot be (its units are then read with pread into the buffers), which is logged.
-  static std::byte* map_source(const gpu::StagingPlan& plan, std::uint32_t s,
-                               std::vector<std::optional<MappedRegion>>& mapped) {
-    if (!mapped[s]) {
-      auto region = plan.sources[s].file->map();
-      if (region) {
-        mapped[s].emplace(std::move(*region));
-      } else {
-        log(LogLevel::info,
-            "upload engine: a snapshot file is read into the pinned buffers: " + region.status().to_string());
-        mapped[s].emplace();  // tried: an empty region, never used
+  // One worker: its stream and sink, then units in turn, each read into one of its two buffers
+  // while the bus sends the other.
+  static void run_worker(UploadRun& run) {
+    const std::size_t id = run.worker_ids.fetch_add(1);
+    if (Status st = check(cudaSetDevice(run.device_index), "selecting the device"); !st) return run.error.set(st);
+    WorkerStream cuda;
+    if (Status st = cuda.create(); !st) return run.error.set(st);
+    if (Status st = check(cudaStreamWaitEvent(cuda.stream, run.allocated, 0), "ordering the copies after the allocation");
+        !st)
+      return run.error.set(st);
+    DeviceSink sink(run.arena, cuda.stream, c10::Device(c10::kCUDA, run.device_index));
+    if (run.scratch != nullptr) sink.set_scratch(run.scratch + id * run.plan.buffer_bytes, run.plan.buffer_bytes);
+    // The transposes run on torch's current stream: this worker's.
+    c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(cuda.stream, run.device_index));
+    WorkerBuffers buffers(run.pool, cuda);
+    Profile::Clock::time_point mark = run.profile.add(Profile::starting, run.began);
+    for (; !run.error.failed();) {
+      const std::size_t i = run.next.fetch_add(1);
+      if (i >= run.plan.units.size()) break;
+      mark = run.profile.add(Profile::staging, mark);
+      auto buffer = buffers.next();
+      if (!buffer) {
+        run.error.set(buffer.status());
+        break;
+      }
+      mark = run.profile.add(Profile::pinning, mark);
+      if (Status st = buffers.wait_until_sent(); !st) {
+        run.error.set(st);
+        break;
+      }
+      mark = run.profile.add(Profile::waiting, mark);
+      Status st = gpu::stage_unit(run.plan, run.plan.units[i], *buffer, sink);
+      // Recorded even after a failure: the copies issued before it still read the buffer.
+      Status sent = buffers.sent();
+      if (!st || !sent) {
+        run.error.set(!st ? st : sent);
+        break;
       }
     }
-    return mapped[s]->data();
+    // The buffers go back to the pool and the scratch buffer to torch only when no copy or kernel
+    // uses them.
+    mark = run.profile.add(Profile::staging, mark);
+    if (Status st = sink.wait(); !st) run.error.set(st);
+    run.profile.add(Profile::draining, mark);
+    run.profile.count(buffers.units(), sink.copies, sink.transposes);
   }
 
   // One device storage per host storage, each a slice of the shared allocation that keeps it alive,

@@ -1,11 +1,9 @@
 // A checkpoint file a SafetensorsFile mapped, as a StoredFile: where a load from the checkpoint
 // finds the bytes of the tensors its loader handed out untouched (a tensor the file hands out, a
-// share of its rows), so the upload engine reads them from the file in whole units into its pinned
-// buffers, as it reads a snapshot's data files, instead of copying them out of the mapping a page
-// fault at a time (issue 21, the cold path through the same engine; reading a mapping measured
-// 7-10% slower than pread in a whole load, docs/performance.md, and with the page cache dropped a
-// fault reads the disk 128 KiB at a time). Reads go through the FileSystem that opened the file,
-// by the descriptor that was mapped: the same file, whatever its path names later.
+// share of its rows), so that, with the checkpoint off the page cache, the executor reads ahead
+// what the post-load methods will read (host_path/read_ahead.h) in parallel instead of a page fault
+// at a time. Reads go through the FileSystem that opened the file, by the descriptor that was
+// mapped: the same file, whatever its path names later.
 //
 // The bytes are the file's only where the process never wrote them: the mapping is private and
 // copy-on-write (a loader may write into a tensor it was handed). mark_checkpoint_storages asks
@@ -56,7 +54,7 @@ class CheckpointFile final : public StoredFile {
 };
 
 // Sets HostStorage::file on each storage (with no file or pending conversion yet) whose bytes lie
-// in the mapping of a live CheckpointFile and whose pages this process never wrote: an uploader
+// in the mapping of a live CheckpointFile and whose pages this process never wrote: the read-ahead
 // may read them from the file. Storages the kernel cannot answer for are left as they are (read
 // from memory). Returns the bytes marked.
 std::uint64_t mark_checkpoint_storages(HostStorages& host);

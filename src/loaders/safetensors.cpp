@@ -1,5 +1,5 @@
 #include "snapcache/extend/file_system.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/safetensors.h"
 
 #include <ATen/Functions.h>

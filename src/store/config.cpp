@@ -42,19 +42,47 @@ std::string Config::origin(const std::string& setting) const {
   return "";
 }
 
+namespace {
+
+// A variable that names a place: only an absolute path does (the XDG rule, applied to HOME too: a
+// relative one would put the cache, or read its settings, wherever the process happens to run).
+std::optional<std::string> place_from(const char* variable) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr || *value != '/') return std::nullopt;
+  return std::string(value);
+}
+
+// What is wrong with `variable` as a place, in words: "HOME is not set", "HOME='x' is not an
+// absolute path".
+std::string why_not_a_place(const char* variable) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr) return fmt::format("{} is not set", variable);
+  if (*value == '\0') return fmt::format("{} is empty", variable);
+  return fmt::format("{}='{}' is not an absolute path", variable, value);
+}
+
+}  // namespace
+
 std::string Config::default_directory() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/')
-    return std::string(xdg) + "/snapcache";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return std::string(home) + "/.cache/snapcache";
-  return "/tmp/snapcache";
+  if (auto xdg = place_from("XDG_CACHE_HOME")) return *xdg + "/snapcache";
+  if (auto home = place_from("HOME")) return *home + "/.cache/snapcache";
+  return "";
+}
+
+Status Config::missing_directory() {
+  // XDG_CACHE_HOME is named only when it was given: most environments never set it.
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string xdg_too = xdg != nullptr && *xdg != '\0' ? " and " + why_not_a_place("XDG_CACHE_HOME") : "";
+  return Status(StatusCode::invalid_argument,
+                fmt::format("no cache directory: {}{}, so there is no ~/.cache/snapcache (snapcache never falls back "
+                            "to a shared directory such as /tmp); set SNAPCACHE_DIR to an absolute path (or "
+                            "XDG_CACHE_HOME, or `directory` in a settings file)",
+                            why_not_a_place("HOME"), xdg_too));
 }
 
 std::string Config::default_config_file() {
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg == '/')
-    return std::string(xdg) + "/snapcache/snapcache.conf";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return std::string(home) + "/.config/snapcache/snapcache.conf";
+  if (auto xdg = place_from("XDG_CONFIG_HOME")) return *xdg + "/snapcache/snapcache.conf";
+  if (auto home = place_from("HOME")) return *home + "/.config/snapcache/snapcache.conf";
   return "";
 }
 
@@ -87,6 +115,12 @@ Status apply_file(Config& c, const std::string& path) {
   auto text = read_file(*fs, path, kMaxSettingsBytes, Follow::yes);
   if (!text) return text.status().with_context("settings file");
   std::string_view rest = *text;
+  // Some editors start a UTF-8 file with a byte-order mark: it is no part of the first name. A
+  // UTF-16 file would read as one line of NUL-ridden bytes; say what it is instead.
+  if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);
+  else if (rest.starts_with("\xff\xfe") || rest.starts_with("\xfe\xff"))
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("{} is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8", path));
   for (int line_no = 1; !rest.empty(); ++line_no) {
     std::size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);

@@ -180,6 +180,9 @@ Status prepare_cache_directory(FileSystem& fs, const std::string& dir) {
 
 Result<std::shared_ptr<Store>> Store::open(Config config, std::shared_ptr<FileSystem> fs) {
   if (config.directory.empty()) config.directory = Config::default_directory();
+  // No usable home, and nothing named one: there is no cache anywhere to fall back to. Refused
+  // even when disabled, so that nothing (a digest memo, a counter) is ever written beside "/".
+  if (config.directory.empty()) return Config::missing_directory();
   while (config.directory.size() > 1 && config.directory.back() == '/') config.directory.pop_back();
   std::shared_ptr<Store> store(new Store(std::move(config), std::move(fs)));
   if (!store->config_.enabled()) return store;  // a disabled cache touches no disk

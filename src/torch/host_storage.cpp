@@ -1,7 +1,6 @@
 // Grouping tensors by the storage they view: written once, used by publication, the expected
 // layout of a load, the report and the uploader.
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/manifest.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
@@ -87,25 +86,6 @@ NamedTensors views_over(const NamedTensors& tensors, const HostStorages& host,
     out.emplace_back(tensors[i].first, tensor_over(storage, t.scalar_type(), t.sizes(), t.strides(), t.storage_offset()));
   }
   return out;
-}
-
-Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot, const NamedTensors& tensors) {
-  auto host = describe_host_storages(tensors);
-  if (!host) return host.status();
-  const Manifest& m = snapshot->manifest();
-  if (tensors.size() != m.tensors.size())
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("{} tensors for a snapshot of {}", tensors.size(), m.tensors.size()));
-  const std::vector<std::shared_ptr<const StoredFile>> files = stored_files(snapshot);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const std::uint32_t record = m.tensors[i].storage;
-    HostStorage& s = host->storages[host->storage_of[i]];
-    if (tensors[i].first != m.tensors[i].name || s.data != snapshot->storage_data(record))
-      return Status(StatusCode::invalid_argument,
-                    fmt::format("tensor '{}' is not the snapshot's tensor {} over its storage", tensors[i].first, i));
-    s.file = StoredBytes{files.at(m.storages[record].file), m.storages[record].offset};
-  }
-  return host;
 }
 
 }  // namespace snapcache

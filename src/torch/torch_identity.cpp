@@ -3,7 +3,7 @@
 
 #include "util/fmt.h"
 
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 
 namespace snapcache {

@@ -51,3 +51,60 @@ TEST_CASE("cli config says whether each value is a default or from the environme
   CHECK(missing.exit_code == 5);
   CHECK(contains(missing.err, "nope.conf"));
 }
+
+TEST_CASE("cli without a usable HOME has no default cache, and says what to set", "[cli][config]") {
+  // HOME unset, empty, and a relative path (which would put the cache wherever the command runs).
+  for (const std::string& home : {std::string("HOME"), std::string("HOME="), std::string("HOME=relative")}) {
+    INFO(home);
+    auto ls = run_cli({"ls"}, {home});
+    INFO(ls.out << ls.err);
+    CHECK(ls.exit_code == 5);
+    CHECK(contains(ls.err, "snapcache: no cache directory: HOME "));
+    CHECK(contains(ls.err, "set SNAPCACHE_DIR to an absolute path"));
+    CHECK_FALSE(contains(ls.err, "/tmp/snapcache"));
+
+    // A command that would make the cache (import) is refused the same way.
+    auto import = run_cli({"import", "/nonexistent/archive.snapcache"}, {home});
+    CHECK(import.exit_code == 5);
+    CHECK(contains(import.err, "no cache directory: HOME "));
+
+    auto text = run_cli({"config"}, {home});
+    CHECK(text.exit_code == 0);
+    CHECK(contains(text.out, "none"));
+    CHECK(contains(text.out, "set SNAPCACHE_DIR to an absolute path"));
+    auto json = run_cli({"config", "--json"}, {home});
+    CHECK(json.exit_code == 0);
+    const auto directory = json.json()["settings"]["directory"];
+    CHECK(directory["value"].is_null());
+    CHECK(contains(directory["why_none"].get<std::string>(), "no cache directory: HOME "));
+  }
+  // SNAPCACHE_DIR, or an absolute XDG_CACHE_HOME, names the cache without a home.
+  TempDir dir;
+  auto named = run_cli({"config", "--json"}, {"HOME", "SNAPCACHE_DIR=" + dir.path()});
+  CHECK(named.json()["settings"]["directory"]["value"] == dir.path());
+  auto xdg = run_cli({"config", "--json"}, {"HOME", "XDG_CACHE_HOME=" + dir.path()});
+  CHECK(xdg.json()["settings"]["directory"]["value"] == dir / "snapcache");
+  auto relative_xdg = run_cli({"ls"}, {"HOME", "XDG_CACHE_HOME=cache"});
+  CHECK(relative_xdg.exit_code == 5);
+  CHECK(contains(relative_xdg.err, "XDG_CACHE_HOME='cache' is not an absolute path"));
+}
+
+TEST_CASE("cli config reads a settings file that starts with a byte-order mark, and shows one elsewhere",
+          "[cli][config]") {
+  TempDir dir;
+  const std::string file = dir / "snapcache.conf";
+  write_bytes(file, "\xef\xbb\xbf" "capacity = 10GiB\n");
+  auto run = run_cli({"config", "--json", "--config", file});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.json()["settings"]["capacity_bytes"]["value"] == 10 * kGiB);
+  CHECK(run.json()["settings"]["capacity_bytes"]["source"] == "file");
+
+  // Anywhere else it is an invisible character in a name: the error shows it.
+  write_bytes(file, "capacity = 10GiB\n\xef\xbb\xbfreserve = 2GiB\n");
+  auto bad = run_cli({"config", "--config", file});
+  INFO(bad.err);
+  CHECK(bad.exit_code == 5);
+  CHECK(contains(bad.err, file + ":2: unknown setting '\\ufeffreserve'"));
+  CHECK_FALSE(contains(bad.err, "\xef\xbb\xbf"));
+}

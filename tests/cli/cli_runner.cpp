@@ -21,7 +21,8 @@ namespace snapcache::test {
 namespace {
 
 // Every variable that can change a Config (EnvGuard's list, and any SNAPCACHE_*) is left out;
-// settings-file and default-directory lookups point nowhere.
+// settings-file and default-directory lookups point nowhere. `extra` comes last, each NAME=value
+// replacing the variable of that name, and a bare NAME removing it.
 std::vector<std::string> environment(const std::vector<std::string>& extra) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -33,7 +34,11 @@ std::vector<std::string> environment(const std::vector<std::string>& extra) {
   }
   env.push_back("XDG_CONFIG_HOME=/nonexistent/snapcache-cli-test-config");
   env.push_back("HOME=/nonexistent/snapcache-cli-test-home");
-  env.insert(env.end(), extra.begin(), extra.end());
+  for (const std::string& var : extra) {
+    const std::string name = var.substr(0, var.find('='));
+    std::erase_if(env, [&](const std::string& e) { return e.substr(0, e.find('=')) == name; });
+    if (var.find('=') != std::string::npos) env.push_back(var);
+  }
   return env;
 }
 

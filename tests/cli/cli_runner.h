@@ -16,8 +16,9 @@ struct CliRun {
   nlohmann::json json() const;
 };
 
-// `env` adds NAME=value pairs to an environment without SNAPCACHE_* variables, XDG_CACHE_HOME,
-// and with XDG_CONFIG_HOME and HOME pointing nowhere, so no setting of the machine leaks in.
+// `env` adds NAME=value pairs (or removes NAME, given bare) to an environment without SNAPCACHE_*
+// variables, XDG_CACHE_HOME, and with XDG_CONFIG_HOME and HOME pointing nowhere, so no setting of
+// the machine leaks in.
 CliRun run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
 // Another built program (snapcache-demo), the same way.
 CliRun run_program(const std::string& program, const std::vector<std::string>& args,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -178,6 +179,38 @@ TEST_CASE("cli text output escapes the names of an entry and --json keeps them e
   CHECK(std::find(names.begin(), names.end(), kNotUtf8Tensor) == names.end());  // bad bytes replaced there
   CHECK(inspection["key"]["component"] == kComponent);
   CHECK(plain != hostile);
+}
+
+TEST_CASE("cli ls prints invisible characters in names escaped, so no two components print alike", "[cli][terminal]") {
+  // Each shows as "dit" when printed raw: a zero width space, a soft hyphen, a byte-order mark, a
+  // word joiner, a combining grapheme joiner; then a no-break space, which shows as a space.
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"di\xe2\x80\x8bt", "di\\u200bt"}, {"di\xc2\xadt", "di\\u00adt"}, {"di\xef\xbb\xbft", "di\\ufefft"},
+      {"di\xe2\x81\xa0t", "di\\u2060t"}, {"di\xcd\x8ft", "di\\u034ft"}, {"d\xc2\xa0it", "d\\u00a0it"}};
+  Cache cache;
+  cache.publish(70);  // "dit" itself
+  int seed = 71;
+  for (const auto& [name, escaped] : names) {
+    PublishOptions options;
+    options.chunk_size = 1 << 20;
+    REQUIRE(publish_raw(*cache.store, store_key(seed, name), raw_model(seed), options).result == PublishResult::published);
+    ++seed;
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"ls"}, {"stats"}}) {
+    auto run = run_cli(with_dir(cache, args));
+    INFO(args.front() << ": " << printable(run.out) << printable(run.err));
+    CHECK(run.exit_code == 0);
+    check_printable(run);
+    for (const auto& [name, escaped] : names) {
+      CHECK(contains(run.out, escaped));
+      CHECK_FALSE(contains(run.out, name));
+    }
+  }
+  // --json keeps each name exact.
+  auto json = run_cli(with_dir(cache, {"ls", "--json"}));
+  std::set<std::string> listed;
+  for (const auto& e : json.json()["entries"]) listed.insert(e["component"].get<std::string>());
+  for (const auto& [name, escaped] : names) CHECK(listed.count(name) == 1);
 }
 
 TEST_CASE("cli verify prints one line per entry and one summary whatever the names hold", "[cli][terminal]") {

@@ -1,7 +1,7 @@
 #include "support/fixtures.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 
 #include <ATen/Functions.h>

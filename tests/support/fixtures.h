@@ -1,4 +1,4 @@
-// Deterministic tensors and keys for the torch front end's tests and tests/pipeline. The store's
+// Deterministic tensors and keys for the tests of the torch bridge and the layers above it. The store's
 // tests and the CLI's use raw_storages.h, without torch, and the one helper process
 // (kStoreHelper in child_process.h).
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 #include "support/raw_storages.h"
 

@@ -6,10 +6,8 @@
 
 #include <ATen/Functions.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "gpu/staging.h"
@@ -45,15 +43,9 @@ class HostSink final : public gpu::StagingSink {
   std::byte* arena_;
 };
 
-// The engine's contract (converts layouts, checks files) with host memory as the device. With a
-// `direct_share`, that share of the file units is served in place from a read-only shared mapping
-// of the file (StoredFile::map), as the engine's direct path serves them. With `read_uncached`,
-// units the page cache does not hold are read around it, as the engine reads them
-// (StagedUploadOptions::read_uncached), into a buffer aligned as the engine's pinned ones are.
+// The engine's contract (converts layouts, checks files) with host memory as the device.
 class HostStagingUploader final : public Uploader {
  public:
-  explicit HostStagingUploader(double share_in_place = 0, bool uncached = false)
-      : direct_share(share_in_place), read_uncached(uncached) {}
   std::string name() const override { return "host staging"; }
   UploaderTraits traits(c10::Device) const override { return {.converts_layouts = true}; }
   Result<Uploaded> upload(const NamedTensors& tensors, const HostStorages& host, c10::Device) override {
@@ -71,42 +63,17 @@ class HostStagingUploader final : public Uploader {
     at::Tensor arena = at::empty({static_cast<std::int64_t>(plan->destination_bytes)}, at::kByte);
     auto* base = static_cast<std::byte*>(arena.data_ptr());
     HostSink sink(base);
-    std::unique_ptr<std::byte, decltype(&std::free)> read(
-        static_cast<std::byte*>(std::aligned_alloc(kUncachedAlignment, plan->buffer_bytes)), &std::free);
-    if (!read) return Status(StatusCode::no_space, "a staging buffer");
-    const gpu::FileRead how = read_uncached ? gpu::FileRead::uncached_where_not_cached : gpu::FileRead::page_cache;
-    std::uint64_t uncached_bytes = 0;
-    const std::vector<bool> direct = gpu::choose_direct_units(*plan, direct_share);
-    std::vector<std::optional<MappedRegion>> mapped(plan->sources.size());
-    for (std::size_t i = 0; i < plan->units.size(); ++i) {
-      const auto& unit = plan->units[i];
-      if (!direct[i]) {
-        bool uncached = false;
-        SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.get(), sink, how, &uncached));
-        if (uncached) uncached_bytes += unit.end - unit.begin;
-        continue;
-      }
-      auto& region = mapped[unit.source];
-      if (!region) {
-        auto made = plan->sources[unit.source].file->map();
-        if (!made) return made.status();
-        region.emplace(std::move(*made));
-      }
-      SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit_in_place(*plan, unit, region->data(), sink));
-      ++units_in_place;
-    }
+    std::vector<std::byte> read(plan->buffer_bytes);
+    for (const auto& unit : plan->units) SNAPCACHE_RETURN_IF_ERROR(gpu::stage_unit(*plan, unit, read.data(), sink));
     std::vector<c10::Storage> storages;
     for (std::size_t i = 0; i < host.storages.size(); ++i)
       storages.push_back(at::from_blob(base + plan->storage_offsets[i], {static_cast<std::int64_t>(host.storages[i].nbytes)},
                                        [arena](void*) {}, at::kByte)
                              .storage());
-    return Uploaded{views_over(tensors, host, storages), plan->bytes_checked, uncached_bytes};
+    return Uploaded{views_over(tensors, host, storages), plan->bytes_checked};
   }
-  double direct_share = 0;
-  bool read_uncached = false;
   int pending = 0;
   std::size_t units = 0;
-  std::size_t units_in_place = 0;
   std::uint64_t bytes_checked = 0;
   std::uint64_t bytes_read_from_files = 0;    // what the units read from files (not memory)
   std::uint64_t bytes_wanted_from_files = 0;  // the storages (or conversion sources) that lie in files

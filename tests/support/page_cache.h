@@ -53,31 +53,4 @@ inline double drop_from_page_cache(const std::filesystem::path& path, std::uint6
   return resident_share_of(path);
 }
 
-// Reads `path` whole through the page cache, so it is there; returns the share resident after.
-inline double read_into_page_cache(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  std::vector<char> buffer(1 << 20);
-  for (off_t at = 0;;) {
-    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
-    REQUIRE(n >= 0);
-    if (n == 0) break;
-    at += n;
-  }
-  ::close(fd);
-  return resident_share_of(path);
-}
-
-// Whether `path`'s file system reads it around the page cache (O_DIRECT): asked of the kernel
-// directly, so a test can tell a file system that refuses from a library that never asks.
-inline bool reads_around_page_cache(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (fd < 0) return false;
-  void* buffer = std::aligned_alloc(4096, 4096);
-  const bool read = buffer != nullptr && ::pread(fd, buffer, 4096, 0) >= 0;
-  std::free(buffer);
-  ::close(fd);
-  return read;
-}
-
 }  // namespace snapcache::test

@@ -27,6 +27,11 @@
 //                                        message with BODY (a peer that says what it likes)
 //   store_helper ipc-connect PATH [UID]  connect to the socket PATH (as UID, when given); print
 //                                        "result <status code> <message>"; exit 0 when connected
+//   store_helper default-store WORKDIR   in WORKDIR, open the store a loader opens with the settings of
+//                                        this environment (Config::from_environment, no --dir); print
+//                                        "default <Config::default_directory()>", "directory <...>",
+//                                        "config_file <...>", "unavailable <reason>" and "lookup
+//                                        <result> <reason>" of a key
 #include <grp.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -229,9 +234,28 @@ int ipc_command(int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+// What a loader gets from this process's environment alone (HOME, XDG_CACHE_HOME, SNAPCACHE_DIR, ...),
+// run in WORKDIR so that nothing the settings name relative to it goes unseen.
+int default_store(const char* workdir) {
+  if (::chdir(workdir) != 0) return 3;
+  const Result<Config> config = Config::from_environment();
+  std::printf("default %s\n", Config::default_directory().c_str());
+  if (config) std::printf("directory %s\nconfig_file %s\n", config->directory.c_str(), config->config_file.c_str());
+  const std::shared_ptr<Store> store = Store::open_for_loading(config);
+  std::printf("unavailable %s\n", store->unavailable_reason().c_str());
+  auto found = store->lookup(test::store_key(1));
+  std::printf("lookup %s %s\n", to_string(found.result), found.reason.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   set_log_level(LogLevel::error);
   if (const int rc = ipc_command(argc, argv); rc >= 0) return rc;
+  if (argc == 3 && std::string(argv[1]) == "default-store") return default_store(argv[2]);
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s publish|load|hold DIR SEED [MIB]\n", argv[0]);
     return 2;

@@ -1,6 +1,6 @@
 // A loader as the README shows one: it includes the loader's surface and nothing else, and must
 // compile with it. public_surface (check_surface.cmake) fails when what these two headers pull in
-// grows past the loader's six public headers or reaches a format or extension type.
+// grows past the loader's seven public headers or reaches a format or extension type.
 #include <snapcache/config.h>
 #include <snapcache/pipeline.h>
 

@@ -5,7 +5,7 @@
 # sweep-stages.txt (each load's stage table) and sweep.jsonl (one JSON object per size and
 # configuration).
 #
-#   SIZES="64 1024" RUNS=2 CONFIGS="share0:--direct-share,0 t32:--threads,32" bash tools/gpu/engine-sweep.sh
+#   SIZES="64 1024" RUNS=2 CONFIGS="t8:--threads,8 t32:--threads,32" bash tools/gpu/engine-sweep.sh
 set -euo pipefail
 out=${OUT:-/tmp}
 sizes=${SIZES:-${SIZE:-16384}}
@@ -26,9 +26,9 @@ run() {  # SIZE NAME ARGS...: one bench run
 }
 {
   for size in $sizes; do
-    run "$size" defaults --only "${DEFAULTS_ONLY:-cold,warm,warm-view-only,warm-unchecked}"
+    run "$size" defaults --only "${DEFAULTS_ONLY:-cold,warm,warm-view-only}"
     # NAME:ARG,VALUE,ARG,VALUE... (commas for spaces)
-    for cfg in ${CONFIGS:-share0:--direct-share,0 share25:--direct-share,0.25 share60:--direct-share,0.6 share100:--direct-share,1}; do
+    for cfg in ${CONFIGS:-t8:--threads,8 t16:--threads,16 c16:--chunk-mib,16 c32:--chunk-mib,32}; do
       name=${cfg%%:*} args=${cfg#*:}
       run "$size" "$name" --only "${CONFIG_ONLY:-warm,warm-view-only}" ${args//,/ }
     done

@@ -37,6 +37,7 @@ const Config& Context::config() {
 Store& Context::store() {
   if (store_) return *store_;
   Config c = config();
+  if (c.directory.empty()) throw CliError(kFailure, Config::missing_directory().message());
   auto fs = posix_file_system();
   auto st = fs->stat(c.directory);
   if (!st)

@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "output.h"
 #include "commands/commands.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/log.h"
 #include "snapcache/manifest.h"
 #include "snapcache/version.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "snapcache/export.h"
-#include "snapcache/extend/snapshot.h"
 #include "snapcache/extend/stored_file.h"
+#include "snapcache/named_tensors.h"
 
 namespace snapcache {
 
@@ -61,12 +61,6 @@ struct HostStorages {
   std::vector<std::uint32_t> storage_of;  // per tensor: index into `storages`
   SNAPCACHE_API std::uint64_t total_bytes() const;  // sum of nbytes
 };
-
-// The host storages of tensors_of(snapshot) (`tensors`, in the manifest's order), each with where
-// it lies in the snapshot's data files (HostStorage::file), read off the manifest: what the disk
-// tier serves.
-SNAPCACHE_API Result<HostStorages> snapshot_storages(const std::shared_ptr<Snapshot>& snapshot,
-                                                     const NamedTensors& tensors);
 
 // Groups CPU tensors by the storage they view. Fails, naming the tensor, on an undefined,
 // non-CPU or non-strided tensor, or one that reaches past the end of its storage.

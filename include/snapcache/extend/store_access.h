@@ -1,5 +1,5 @@
 // The store as its own users see it: people who write tiers, import entries or work with entries
-// directly (the `snapcache` command, the torch front end in snapcache/extend/snapshot.h). Publish
+// directly (the `snapcache` command, the torch front end in snapcache/extend/store_tensors.h). Publish
 // named storages and tensors under a Key and get the store's own answer (published, already
 // present, skipped, failed; what was evicted); look one up and get an opened, verified, leased
 // Snapshot; check an entry or tensors from elsewhere against an expected layout. A loader needs

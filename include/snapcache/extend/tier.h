@@ -11,7 +11,6 @@
 
 #include "snapcache/export.h"
 #include "snapcache/extend/host_storage.h"
-#include "snapcache/extend/snapshot.h"
 #include "snapcache/pipeline.h"
 
 namespace snapcache {
@@ -43,6 +42,13 @@ struct TierAnswer {
   // (check_completeness, or check_expected_layout on the records it made them from), so the load
   // does not check them a second time. Unset: the load checks them.
   bool layout_checked = false;
+  // With Residence::host: the bytes of the files the tier read or will read the weights from (a
+  // hit's data files, the checkpoint's) and, of them, those that were not in the page cache when
+  // the tier looked, before anything read them (sampled): what the load takes from the disk. The
+  // load reports them (LoadReport::file_bytes, bytes_from_disk) and, when some are off the page
+  // cache, reads ahead what the post-load methods read. 0 where the tier cannot tell.
+  std::uint64_t file_bytes = 0;
+  std::uint64_t bytes_from_disk = 0;
   // With Residence::device_prepared: the derived buffers, already built where the weights were
   // prepared. The load hands them out as they are and runs no refresh hook (a hook writes in
   // place, and served memory may be shared). Unset: the refresh hooks build them.
@@ -114,7 +120,7 @@ struct OrdinaryTierOptions {
   // a TP rank reads its slices), read the file whole, in order, on threads of the tier's own while
   // the loader runs, so the loader's page faults find its pages there (the demo at 8 GiB on the GPU
   // machine, page cache dropped: 4.2-4.5 s against 5.5 s, as fast as `dd` of the file;
-  // docs/performance.md, sixteenth session). Off: the loader's faults read what it needs.
+  // docs/performance.md). Off: the loader's faults read what it needs.
   bool read_ahead = true;
 };
 // The plan's ordinary loader, with its output checked against the declared layout.

@@ -26,8 +26,6 @@ struct Uploaded {
   // compared with their checksums (StoredFile::check) before handing anything out: the load's
   // report counts them as checked, and the rest of the served files as trusted by identity.
   std::uint64_t bytes_checked = 0;
-  // Of those, the bytes read around the page cache (StoredFile::read_checked_uncached).
-  std::uint64_t bytes_read_uncached = 0;
 };
 
 class SNAPCACHE_API Uploader {

@@ -21,8 +21,11 @@ int run(Context& ctx) {
     json value;
     std::string text;
   };
+  // No usable home and nothing named a directory: none, and why (Config::default_directory).
+  const bool no_directory = c.directory.empty();
   const std::vector<Row> rows = {
-      {"directory", "directory", "directory", c.directory, c.directory},
+      {"directory", "directory", "directory", no_directory ? json(nullptr) : json(c.directory),
+       no_directory ? "none" : c.directory},
       {"enabled", "enabled", "mode", c.enabled(), c.enabled() ? "yes" : "no"},
       {"capacity_bytes", "capacity", "capacity", c.capacity_bytes, size(c.capacity_bytes)},
       {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes)},
@@ -38,6 +41,7 @@ int run(Context& ctx) {
                           {"source", source_name(c, r.setting)},
                           {"origin", from.empty() ? json(nullptr) : json(from)}};
     }
+    if (no_directory) settings["directory"]["why_none"] = Config::missing_directory().message();
     print_json({{"settings", settings},
                 {"config_file", c.config_file.empty() ? json(nullptr) : json(c.config_file)},
                 {"default_config_file", default_file}});
@@ -53,6 +57,7 @@ int run(Context& ctx) {
   std::string file = c.config_file;
   if (file.empty()) file = default_file.empty() ? "none" : fmt::format("none ({} does not exist)", default_file);
   say("settings file: {}\n", file);
+  if (no_directory) say("{}\n", Config::missing_directory().message());
   return kOk;
 }
 

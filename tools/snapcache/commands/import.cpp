@@ -13,7 +13,7 @@
 #include "progress.h"
 #include "render.h"
 #include "snapcache/archive.h"
-#include "snapcache/extend/snapshot.h"
+#include "snapcache/extend/store_tensors.h"
 #include "snapcache/key.h"
 
 namespace snapcache::cli {

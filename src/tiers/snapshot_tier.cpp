@@ -1,0 +1,125 @@
+// The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
+#include <optional>
+#include <set>
+
+#include "tiers/background_publication.h"
+#include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/store_tensors.h"
+#include "snapcache/extend/tier.h"
+#include "snapcache/key.h"
+#include "snapcache/maintenance.h"
+#include "snapcache/pipeline.h"
+#include "util/fmt.h"
+#include "util/page_cache.h"
+
+namespace snapcache {
+namespace {
+
+// The key was taken from the checkpoint files' identities before the ordinary loader opened them.
+// If a path now names other bytes (a symlink flipped, a file replaced), the weights may be another
+// checkpoint's, and publishing them under this key would serve them to every later load of it.
+Status checkpoint_unchanged(Store& store, const LoadPlan& plan, const Key& key) {
+  auto now = describe_checkpoint(store.fs(), plan.checkpoint_files);
+  if (!now) return now.status().with_context("checking the checkpoint again after the ordinary loader");
+  for (std::size_t i = 0; i < now->size() && i < key.checkpoint.size(); ++i) {
+    CheckpointFile before = key.checkpoint[i];
+    before.content_digest.clear();  // identity only: the digest is not read again
+    if ((*now)[i] != before)
+      return Status(StatusCode::mismatch,
+                    fmt::format("checkpoint file {} changed while the ordinary loader read it (inode {} -> {}, size "
+                                "{} -> {}); the weights may not be the ones the key names",
+                                before.path, before.inode, (*now)[i].inode, before.size, (*now)[i].size));
+  }
+  if (now->size() != key.checkpoint.size())
+    return Status(StatusCode::mismatch, "the checkpoint's file list changed while the ordinary loader read it");
+  return Status::ok();
+}
+
+// The entry's data files (each once) and, of their bytes, those not in the page cache now (sampled):
+// asked before post-load or the upload read them.
+void note_files_off_page_cache(TierAnswer& served) {
+  std::set<const StoredFile*> seen;
+  for (const HostStorage& s : served.storages.storages) {
+    if (!s.file || !seen.insert(s.file->file.get()).second) continue;
+    const StoredFile& f = *s.file->file;
+    served.file_bytes += f.size();
+    if (const std::optional<double> share = f.resident_share())
+      served.bytes_from_disk += util::bytes_off_page_cache(f.size(), *share);
+  }
+}
+
+class SnapshotTier final : public Tier {
+ public:
+  std::string name() const override { return "snapshot"; }
+
+  Result<TierAnswer> serve(LoadContext& load) override {
+    if (load.store == nullptr || load.key == nullptr) return TierAnswer::skipped(load.ineligible);
+    StageTimer stage(load.report, "lookup");
+    tiers::wait_for_publication_of(*load.key);  // this process may be publishing it right now
+    LookupOutcome lk = load.store->lookup(*load.key, VerifyPolicy::trust_identity, &load.plan.expected);
+    switch (lk.result) {
+      case LookupResult::hit: {
+        NamedTensors tensors = tensors_of(lk.snapshot);
+        auto storages = snapshot_storages(lk.snapshot, tensors);
+        if (!storages) return stage.fail(storages.status().with_context("entry " + lk.entry_id));
+        // The bytes the lookup read (a rehash), not those it mapped: a mapping reads nothing yet.
+        stage.done(lk.bytes_hashed);
+        TierAnswer served = TierAnswer::served(std::move(tensors), Residence::host, Provenance::cache,
+                                               std::move(lk.reason), std::move(lk.entry_id));
+        served.storages = std::move(*storages);
+        served.layout_checked = true;  // the lookup checked the entry's records, and the tensors are theirs
+        note_files_off_page_cache(served);
+        return served;
+      }
+      case LookupResult::miss:
+        stage.done();
+        return TierAnswer::missed(std::move(lk.reason), std::move(lk.entry_id));
+      case LookupResult::damaged:
+      case LookupResult::fallback:
+        stage.fail(lk.reason);
+        return TierAnswer::unusable(std::move(lk.reason), std::move(lk.entry_id));
+      case LookupResult::disabled:
+        stage.done();
+        return TierAnswer::skipped(std::move(lk.reason));
+    }
+    return Status(StatusCode::invalid_argument, "unknown lookup result");
+  }
+
+  void load_failed(LoadContext& load, const Status& why) override {
+    if (load.store == nullptr || load.key == nullptr || !load.store->unavailable_reason().empty()) return;
+    record_failed_load(*load.store, *load.key, why.to_string());
+  }
+
+  Kept keep(LoadContext& load, const NamedTensors& tensors) override {
+    if (load.store == nullptr || load.key == nullptr) return {};
+    // An unavailable store would only skip, and the lookup already gave its reason.
+    if (!load.store->unavailable_reason().empty()) return {};
+    if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
+      return {.note = "not published: " + same.to_string(), .publication = {}};
+    if (load.plan.publish_in_background) {
+      StageTimer stage(load.report, "publish (started)");
+      Kept kept{.note = {},
+                .publication = tiers::publish_in_background(load.store->shared_from_this(), *load.key, tensors)};
+      stage.done();
+      return kept;
+    }
+    StageTimer stage(load.report, "publish");
+    return {.note = tiers::record_publication(
+                load.report.publish.emplace(publication_report(publish_tensors(*load.store, *load.key, tensors))), stage),
+            .publication = {}};
+  }
+
+  // Bit rot under unchanged file identities: the entry goes to quarantine, so no load maps it
+  // again, and the next load rebuilds it from the checkpoint.
+  std::string damaged(LoadContext& load, const std::string& entry_id, const Status& why) override {
+    if (load.store == nullptr || entry_id.empty()) return {};
+    const Status quarantined = quarantine(*load.store, entry_id, "checksum mismatch while staging: " + why.message());
+    return quarantined ? "was quarantined" : "could not be quarantined: " + quarantined.to_string();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Tier> snapshot_tier() { return std::make_shared<SnapshotTier>(); }
+
+}  // namespace snapcache
