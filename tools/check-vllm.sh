@@ -72,33 +72,17 @@ if [[ "${1:-}" == --setup-only ]]; then
   exit 0
 fi
 
-# As tools/check-torch.sh: pip's default isolated build, in a build directory of its own (another
-# torch than build/python's), ccache keys relative to the source root, CMake's default compiler name.
-export CCACHE_BASEDIR="$root"
-export CXX="${CXX:-c++}"
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-started=$(date +%s)
-build_status=0
-"$python" -m pip install --force-reinstall --no-deps -v --config-settings=build-dir="$build_dir" . \
-  >"$log_dir/pip-install.log" 2>&1 || build_status=$?
-build_seconds=$(( $(date +%s) - started ))
-if (( build_status != 0 )); then
-  tail -n 60 "$log_dir/pip-install.log"
-  echo "check-vllm: pip install failed ($build_status) after $build_seconds s; log: $log_dir/pip-install.log"
-  exit "$build_status"
-fi
+source tools/package-in-venv.sh
+install_package check-vllm "$python" "$build_dir" "$log_dir"
 echo "check-vllm: built against torch $torch_version in $build_seconds s ($build_dir)"
 
 # From outside the source tree, so `import snapcache` is the installed package. Every load is a
 # vLLM engine in a new process (python/tests/vllm/vllm_worker.py).
 started=$(date +%s)
-test_status=0
-(cd /tmp && "$python" -m pytest -q -p no:cacheprovider "$root/python/tests/vllm" "$@") 2>&1 \
-  | tee "$log_dir/pytest.log" || test_status=$?
-counts=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log_dir/pytest.log" | tail -n1 | sed 's/^=* *//; s/ *=*$//')
+run_tests "$python" "$log_dir" "$root/python/tests/vllm" "$@"
 echo
 echo "check-vllm: vLLM $vllm_version (CPU), torch $torch_version ($venv)"
-echo "check-vllm: python/tests/vllm: ${counts:-no summary (see $log_dir/pytest.log)} in $(( $(date +%s) - started )) s"
+echo "check-vllm: python/tests/vllm: $test_counts in $(( $(date +%s) - started )) s"
 if (( test_status != 0 )); then
   echo "check-vllm: FAILED"
   exit "$test_status"

@@ -12,7 +12,6 @@ method's kernel layout is its own, on both paths.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -80,24 +79,6 @@ def _settings(load_config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             raise ValueError(f"model_loader_extra_config[{key!r}] must be a {_OWN_KEYS[key].__name__} for load format "
                              f"{load_config.load_format}, got {value!r}")
     return own, {k: v for k, v in extra.items() if k in _DEFAULT_LOADER_KEYS}
-
-
-def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
-    """A config as one key option per field ("hf_config.hidden_size": "64"), so that `snapcache why`
-    names the field that changed with both values."""
-    if isinstance(value, dict) and value:
-        for name in sorted(value):
-            if not str(name).startswith("_"):  # transformers' private fields: the path it was read from, ...
-                _flatten(f"{prefix}.{name}", value[name], out)
-    else:
-        out[prefix] = json.dumps(value, sort_keys=True, default=_stable_text)
-
-
-def _stable_text(value: Any) -> str:
-    """A value JSON has no form for, as the same text in every process: its repr, unless that holds
-    an address (an object's default repr), which would make every process's key another."""
-    text = repr(value)
-    return type(value).__qualname__ if " at 0x" in text else text
 
 
 class SnapcacheModelLoader(BaseModelLoader):
@@ -198,7 +179,7 @@ class SnapcacheModelLoader(BaseModelLoader):
             "kv_cache_dtype": str(vllm_config.cache_config.cache_dtype),
             "revision": str(model_config.revision),
         }
-        _flatten("hf_config", model_config.hf_config.to_dict(), options)
+        options.update(_frameworks.flat_options("hf_config", model_config.hf_config.to_dict()))
         plan = _core.LoadPlan(
             checkpoint_files=files,
             component=type(model).__name__,
