@@ -5,7 +5,7 @@
 #include <string>
 
 #include "distributed/rank_message.h"
-#include "group_fixture.h"
+#include "support/group_fixture.h"
 
 namespace snapcache::test {
 

@@ -15,7 +15,9 @@
 #     mkdir -p out/old/$(dirname $f); git show $rev:$f > out/old/$f; done
 #   VARIANTS="old:out/old" SIZE=16384 TP=8 ROUNDS=4 bash tools/gpu/ab-load-bench.sh
 # OLD=out/old alone means VARIANTS="old:out/old". A variant may also be the new tree with one
-# change taken out, or with timing lines added (its own files, any number of them).
+# change taken out, or with timing lines added (its own files, any number of them). A variant whose
+# folder is a whole tree (a CMakeLists.txt and src/: another commit, `git archive REV | tar -x -C
+# out/base`, when files moved between the two) is built on its own, in its folder's build/gpu.
 # BUDGET (seconds, default 540) stops the rounds where the device tool's limit would cut them.
 set -euo pipefail
 started=$(date +%s)
@@ -49,6 +51,14 @@ trap 'restore; rm -rf "$ab"' EXIT
 for pair in $variants; do
   name=${pair%%:*} dir=${pair#*:}
   [[ "$name" != "$pair" && -d "$dir" ]] || { echo "variant '$pair' is not name:folder" >&2; exit 1; }
+  if [[ -f "$dir/CMakeLists.txt" && -d "$dir/src" ]]; then
+    ln -sfn "$PWD/.deps" "$dir/.deps"
+    (cd "$dir" && cmake --preset gpu >/dev/null && cmake --build --preset gpu -j "$(nproc)" --target snapcache_gpu_load_bench |
+      tail -n 1)
+    cp "$dir/$bin" "$ab/$name"
+    names+=("$name")
+    continue
+  fi
   mkdir -p "$saved/files" && : >"$saved/added"
   (cd "$dir" && find . -type f) | while read -r f; do
     if [[ -f "$f" ]]; then
@@ -70,8 +80,15 @@ trap 'rm -rf "$ab"' EXIT
 echo "built ${names[*]} in $(elapsed) s"
 
 export SNAPCACHE_LOG=debug
-# Makes the checkpoint (once per machine) and the entry the warm loads read.
-"$ab/new" --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs 1 --only cold >/dev/null 2>&1
+# Makes the checkpoint (once per machine) and the entry each variant's warm loads read (variants
+# whose keys differ, another format version or loader source, read entries of their own).
+# COLD_FIRST=0 leaves the entries an earlier call of this script published on this machine.
+if [[ "${COLD_FIRST:-1}" == 1 ]]; then
+  for v in "${names[@]}"; do
+    "$ab/$v" --size-mib "$size" --work-dir "$work" --tp-size "$tp" --runs 1 --only cold >/dev/null 2>&1
+  done
+fi
+echo "entries ready in $(elapsed) s"
 one_run() {  # round variant loads runs
   local label="$1 $2"
   echo "== $label" >>"$out/stages.txt"
