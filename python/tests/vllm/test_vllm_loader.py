@@ -19,7 +19,6 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed here; tools/check-vllm.sh runs these tests in its venv")
 
 import snapcache  # noqa: E402
-from file_opens import FileOpens  # noqa: E402
 from group_worker import flip_a_byte  # noqa: E402
 from vllm_models import W8A8_QUANTIZATION  # noqa: E402
 
@@ -29,7 +28,8 @@ MODELS = ("llama", "tied", "moe", "w8a8")
 
 def run(model, *, load_format="snapcache", cache=None, extra=None, tp=1, dtype="bfloat16", hf_overrides=None,
         expect_failure=False) -> Any:
-    """One load in a new process: {"tokens", "digests": [per rank], "reports": [per rank], "log"}."""
+    """One load in a new process: {"tokens", "digests": [per rank], "reports": [per rank], "opened", "log"}
+    (vllm_worker.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SNAPCACHE_")}
     if cache is not None:
         env["SNAPCACHE_DIR"] = str(cache)
@@ -49,13 +49,6 @@ def run(model, *, load_format="snapcache", cache=None, extra=None, tp=1, dtype="
     return result
 
 
-def weight_files_opened(directory, load):
-    """(what `load()` returned, the safetensors files of `directory` any process opened meanwhile)."""
-    with FileOpens(directory) as opens:
-        result = load()
-    return result, sorted(n for n in opens.names() if n.endswith(".safetensors"))
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     directory = tmp_path_factory.mktemp("vllm-models")
@@ -73,9 +66,9 @@ def loads(models, tmp_path_factory):
         if name not in done:
             cache = tmp_path_factory.mktemp(f"cache-{name}")
             default = run(models / name, load_format="auto")
-            cold, cold_opened = weight_files_opened(models / name, lambda: run(models / name, cache=cache))
-            warm, warm_opened = weight_files_opened(models / name, lambda: run(models / name, cache=cache))
-            done[name] = default, (cold, cold_opened), (warm, warm_opened), cache
+            cold = run(models / name, cache=cache)
+            warm = run(models / name, cache=cache)
+            done[name] = default, cold, warm, cache
         return done[name]
 
     return get
@@ -83,7 +76,7 @@ def loads(models, tmp_path_factory):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_cold_and_warm_are_the_default_loaders_model(loads, name):
-    default, (cold, cold_opened), (warm, warm_opened), _ = loads(name)
+    default, cold, warm, _ = loads(name)
     assert default["reports"] == [None]  # vLLM's own loader: no snapcache report
     assert cold["reports"][0]["path"] == "miss", cold["reports"]
     assert warm["reports"][0]["path"] == "hit", warm["reports"]
@@ -91,9 +84,11 @@ def test_cold_and_warm_are_the_default_loaders_model(loads, name):
     assert len(default["digests"][0]) > 10
     assert cold["digests"] == default["digests"]
     assert warm["digests"] == default["digests"]
-    # The cold load read the checkpoint (so the watch sees opens); the warm one opened no weight file.
-    assert cold_opened, "the cold load opened no checkpoint file: the watch saw nothing"
-    assert warm_opened == []
+    # While the loader ran, the cold load read the checkpoint (so the watch sees opens); the warm one
+    # opened no weight file.
+    weights = [n for n in cold["opened"] if n.endswith(".safetensors")]
+    assert weights, f"the cold load opened no checkpoint file: the watch saw {cold['opened']}"
+    assert [n for n in warm["opened"] if n.endswith(".safetensors")] == [], warm["opened"]
     assert "snapcache: loading weights took" in warm["log"]
 
 
@@ -137,7 +132,7 @@ def damage(cache, entry_id):
 
 
 def test_a_damaged_entry_is_refused_and_rebuilt(loads, models, tmp_path):
-    default, (cold, _), _, cache = loads("llama")
+    default, cold, _, cache = loads("llama")
     mine = tmp_path / "cache"
     shutil.copytree(cache, mine)
     damage(mine, cold["reports"][0]["entry_id"])

@@ -5,6 +5,11 @@ snapcache's loader reported.
 
     python vllm_worker.py MODEL [--load-format snapcache] [--extra JSON] [--tp 2] [--dtype bfloat16]
                                 [--hf-overrides JSON]
+
+With --tp 1 (the engine in this process) the result also has "opened": the files of MODEL any
+process opened while the loader's load_model ran (inotify, file_opens.py). Only that window: vLLM
+itself reads a checkpoint's safetensors headers while it makes its config (for a model with tied
+embeddings, `checkpoint_has_lm_head`), whatever the load format.
 """
 
 import argparse
@@ -18,6 +23,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model's functions reach the workers
+
+from file_opens import FileOpens  # noqa: E402
 
 PROMPTS = [[1, 17, 42, 99, 7, 250], [1, 300, 5, 64], [1, 3, 3, 3, 3, 3, 3, 3]]
 
@@ -43,6 +50,23 @@ def report(model):
             "summary": r.summary()}
 
 
+def watch_the_loader(directory, opened):
+    """Every vLLM loader's load_model (BaseModelLoader's, which snapcache's calls too) inside a
+    FileOpens of `directory`; the names it saw appended to `opened`."""
+    from vllm.model_executor.model_loader.base_loader import BaseModelLoader
+
+    load_model = BaseModelLoader.load_model
+
+    def watched(self, *args, **kwargs):
+        with FileOpens(directory) as opens:
+            try:
+                return load_model(self, *args, **kwargs)
+            finally:
+                opened.extend(opens.names())
+
+    BaseModelLoader.load_model = watched
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -57,6 +81,10 @@ def main():
 
     from vllm import LLM, SamplingParams
 
+    opened = []
+    if a.tp == 1:
+        watch_the_loader(a.model, opened)
+
     llm = LLM(model=a.model, load_format=a.load_format, model_loader_extra_config=json.loads(a.extra),
               dtype=a.dtype, tensor_parallel_size=a.tp, distributed_executor_backend="uni" if a.tp == 1 else "mp",
               hf_overrides=json.loads(a.hf_overrides), enforce_eager=True, max_model_len=256, max_num_seqs=4, seed=0)
@@ -66,6 +94,7 @@ def main():
         "tokens": [list(o.outputs[0].token_ids) for o in outputs],
         "digests": llm.apply_model(digests),
         "reports": llm.apply_model(report),
+        "opened": sorted(set(opened)) if a.tp == 1 else None,
     }
     print("RESULT " + json.dumps(result), flush=True)
 
