@@ -131,6 +131,8 @@ def moe(directory, a, experts=4):
                            num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                            max_position_embeddings=a.max_positions, num_local_experts=experts,
                            num_experts_per_tok=2, tie_word_embeddings=False, dtype="bfloat16",
+                           # Without it vLLM takes a config of model_type mixtral for a pooling model.
+                           architectures=["MixtralForCausalLM"],
                            bos_token_id=1, eos_token_id=1)
 
     def mlp(i):

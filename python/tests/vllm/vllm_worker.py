@@ -58,11 +58,12 @@ def watch_the_loader(directory, opened):
     load_model = BaseModelLoader.load_model
 
     def watched(self, *args, **kwargs):
-        with FileOpens(directory) as opens:
-            try:
+        opens = FileOpens(directory)
+        try:
+            with opens:
                 return load_model(self, *args, **kwargs)
-            finally:
-                opened.extend(opens.names())
+        finally:
+            opened.extend(opens.names())  # after the with: its exit reads the events
 
     BaseModelLoader.load_model = watched
 
