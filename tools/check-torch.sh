@@ -24,33 +24,17 @@ bash tools/setup.sh --torch "$version"
 python="$venv/bin/python3"
 torch_found=$("$python" -c "import torch; print(torch.__version__)")
 
-# As tools/python.sh: ccache keys relative to the source root, CMake's default compiler name.
-export CCACHE_BASEDIR="$root"
-export CXX="${CXX:-c++}"
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-started=$(date +%s)
-build_status=0
-"$python" -m pip install --force-reinstall --no-deps -v --config-settings=build-dir="$build_dir" . \
-  >"$log_dir/pip-install.log" 2>&1 || build_status=$?
-build_seconds=$(( $(date +%s) - started ))
-if (( build_status != 0 )); then
-  tail -n 60 "$log_dir/pip-install.log"
-  echo "check-torch: torch $torch_found: pip install failed ($build_status) after $build_seconds s; log: $log_dir/pip-install.log"
-  exit "$build_status"
-fi
+source tools/package-in-venv.sh
+install_package "check-torch: torch $torch_found" "$python" "$build_dir" "$log_dir"
 requirement=$(cd /tmp && "$python" -c "import importlib.metadata as m, re; print(', '.join(r for r in m.requires('snapcache') or [] if re.match(r'torch\\b', r)))")
 built=$(cd /tmp && "$python" -c "import snapcache; print(snapcache.TORCH_BUILT)")
 
-# From outside the source tree, so `import snapcache` is the installed package.
-test_status=0
-(cd /tmp && "$python" -m pytest -q -p no:cacheprovider "$root/python/tests" "$@") 2>&1 | tee "$log_dir/pytest.log" \
-  || test_status=$?
-counts=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log_dir/pytest.log" | tail -n1 | sed 's/^=* *//; s/ *=*$//')
+run_tests "$python" "$log_dir" "$root/python/tests" "$@"
 
 echo
 echo "check-torch: torch $torch_found ($venv)"
 echo "check-torch: built against torch $built in $build_seconds s ($build_dir); the wheel requires: $requirement"
-echo "check-torch: python/tests: ${counts:-no summary (see $log_dir/pytest.log)}"
+echo "check-torch: python/tests: $test_counts"
 if (( test_status != 0 )); then
   echo "check-torch: FAILED"
   exit "$test_status"

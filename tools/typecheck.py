@@ -5,8 +5,8 @@ report no error.
 
     python3 tools/typecheck.py          # the torch venv's python (tools/python.sh runs it)
 
-torch is checked as it is (snapcache's types are built on its own); transformers and diffusers are
-`Any` to both checkers (build/typecheck/stubs: a module __getattr__ for each module the code imports
+torch is checked as it is (snapcache's types are built on its own); transformers, diffusers and vLLM
+are `Any` to both checkers (build/typecheck/stubs: a module __getattr__ for each module the code imports
 from them). What is checked is snapcache's API and its use, not the frameworks' own annotations
 (which are narrower than what they take in places), and reading them would take the checkers a
 minute or two where this takes seconds.
@@ -29,12 +29,16 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "typecheck"  # pyproject.toml names OUT / "stubs"
-# The modules of transformers and diffusers that snapcache, its tests and its docs import from.
+# The modules of transformers, diffusers and vLLM that snapcache, its tests and its docs import from.
 FRAMEWORK_MODULES = [
     "transformers", "transformers.core_model_loading", "transformers.modeling_utils", "transformers.models",
     "transformers.models.auto", "transformers.models.auto.auto_factory", "transformers.monkey_patching",
     "transformers.utils",
     "diffusers", "diffusers.models", "diffusers.models.modeling_utils", "diffusers.utils",
+    # snapcache.vllm's loader and the vLLM tests
+    "vllm", "vllm.config", "vllm.config.load", "vllm.config.utils", "vllm.distributed", "vllm.distributed.parallel_state",
+    "vllm.model_executor", "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.base_loader",
+    "vllm.model_executor.model_loader.default_loader", "vllm.model_executor.model_loader.weight_checksum",
 ]
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 

@@ -110,21 +110,21 @@ __all__ = [
     "wait_for_publications",
     "LoadedModel", "load_model", "reload_model", "load_module", "reload_module", "module_layout",
 ]
-# Not in __all__: snapcache.transformers and snapcache.diffusers (each imports its framework when
-# first used, so `from snapcache import *` imports neither).
+# Not in __all__: snapcache.transformers, snapcache.diffusers and snapcache.vllm (each imports its
+# framework when first used, so `from snapcache import *` imports none of them).
 
-_INTEGRATIONS = ("transformers", "diffusers")
+_INTEGRATIONS = ("transformers", "diffusers", "vllm")
 
 if TYPE_CHECKING:
     # What the __getattr__ below gives, as type checkers should see it (and without a module
     # __getattr__, a misspelt snapcache.name stays an error for them).
-    from . import diffusers, transformers
+    from . import diffusers, transformers, vllm
 else:
 
     def __getattr__(name):
         # snapcache.transformers and snapcache.diffusers import their framework, so only when asked
         # for: `import snapcache` needs neither (without it, the import error says which extra to
-        # install).
+        # install). snapcache.vllm imports vLLM only when vLLM calls its entry point.
         if name in _INTEGRATIONS:
             import importlib
 

@@ -81,6 +81,18 @@ def load(n, store, plan):
     return loaded
 
 
+def flip_a_byte(entry):
+    """Damages an entry as a disk or a stray write would: one byte of its first data file flipped."""
+    path = os.path.join(entry, sorted(n for n in os.listdir(entry) if n.startswith("data-"))[0])
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.chmod(path, 0o444)
+
+
 def main():
     global ARGS, GROUP
     p = argparse.ArgumentParser()
@@ -111,14 +123,7 @@ def main():
     del cold
     dist.barrier()
     if ARGS.rank == ARGS.damage_rank:
-        path = os.path.join(entry, sorted(n for n in os.listdir(entry) if n.startswith("data-"))[0])
-        os.chmod(path, 0o644)
-        with open(path, "r+b") as f:
-            f.seek(100)
-            byte = f.read(1)
-            f.seek(100)
-            f.write(bytes([byte[0] ^ 0xFF]))
-        os.chmod(path, 0o444)
+        flip_a_byte(entry)
     dist.barrier()
     load(2, store, plan)
     load(3, store, plan)
