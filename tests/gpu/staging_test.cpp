@@ -201,9 +201,11 @@ TEST_CASE("a load says how much of its entry was not in the page cache and came 
   CHECK(share < 0.55);
   const std::string said = half->report.page_cache();
   INFO(said);
+  // A CPU load records no upload (the host tensors are handed out as they are), so no stage's rate
+  // is said: the read-ahead's time, and where the rest of the pages come from.
   CHECK(said.starts_with(format_size(half->report.bytes_from_disk) + " of " + format_size(size) +
-                         " not in the page cache, read from the disk during the read-ahead and the upload ("));
-  CHECK(said.ends_with(" GB/s)"));
+                         " not in the page cache: read from the disk as the tensors handed out are first used"));
+  CHECK(said.find("GB/s") == std::string::npos);
   CHECK(half->report.summary().find(said) != std::string::npos);
 
   // The whole file dropped, and a load that reads through its mapping (the plain copy): all of it.
@@ -383,7 +385,10 @@ TEST_CASE("when the engine fails, pending conversions are written and the plain 
   REQUIRE(m.is_ok());
   CHECK(failing->pending >= 4);
   const auto& stages = m->report.stages;
-  CHECK(std::any_of(stages.begin(), stages.end(), [](const StageTime& s) { return s.stage == "upload (fallback)"; }));
+  // The engine's stage failed with its error; the plain copy then hands a CPU load's tensors out as
+  // they are, which records no stage.
+  CHECK(std::any_of(stages.begin(), stages.end(), [](const StageTime& s) { return s.stage == "upload" && !s.error.empty(); }));
+  CHECK_FALSE(std::any_of(stages.begin(), stages.end(), [](const StageTime& s) { return s.stage == "upload (fallback)"; }));
   CHECK(m->report.reason.find("device out of memory") != std::string::npos);
   require_identical(m->weights, reference);
 }

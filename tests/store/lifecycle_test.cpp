@@ -240,7 +240,7 @@ TEST_CASE("a miss names the key fields that differ from the nearest entry", "[st
 }
 
 TEST_CASE("the nearest entry is one of the same component and checkpoint, even when another differs in fewer "
-          "fields; without one, a miss is that model's first load",
+          "fields, and without one a miss is that model's first load",
           "[store][key]") {
   test::TempDir dir;
   auto store = *Store::open(test::test_config(dir.path()));
