@@ -82,7 +82,7 @@ def main():
 
     from vllm import LLM, SamplingParams
 
-    opened = []
+    opened: list[str] = []
     if a.tp == 1:
         watch_the_loader(a.model, opened)
 
