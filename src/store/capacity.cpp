@@ -12,6 +12,7 @@
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/text.h"
+#include "store/entry_claim.h"
 #include "store/layout.h"
 #include "util/clock.h"
 #include "util/file_io.h"
@@ -87,6 +88,37 @@ Result<ReservationLock> ReservationLock::take(Store& store) {
   }
 }
 
+namespace {
+
+// What a publication of `needed` bytes would leave: over the capacity, or over the free disk less
+// the reserve, after `freed` more bytes are gone from the cache and the disk.
+struct Room {
+  std::uint64_t used, available, needed, freed;
+  bool over_capacity(const Config& c) const { return used - std::min(used, freed) + needed > c.capacity_bytes; }
+  bool over_disk(const Config& c) const { return available + freed < needed + c.reserve_free_bytes; }
+  bool fits(const Config& c) const { return !over_capacity(c) && !over_disk(c); }
+};
+
+Status no_room(Store& store, const Room& room, std::size_t leased, bool evicted_some) {
+  const Config& config = store.config();
+  std::string note = leased ? fmt::format("; {} leased entries could not be evicted", leased) : "";
+  // Room reserved by publications still being written is not evictable either: say so.
+  if (auto pending = tree_size(store.fs(), config.directory + "/" + kTmpDir); pending && *pending > 0)
+    note += fmt::format("; publications in progress hold {}", format_size(*pending));
+  // Evictions happen only where the plan made the entry fit (the disk can still fall short after
+  // them, when another writer took what they freed).
+  if (!evicted_some) note += "; nothing was evicted for it";
+  if (room.over_capacity(config))
+    return Status(StatusCode::no_space, fmt::format("the entry needs {} but the cache holds {} of its {} capacity{}",
+                                                    format_size(room.needed), format_size(room.used),
+                                                    format_size(config.capacity_bytes), note));
+  return Status(StatusCode::no_space,
+                fmt::format("the entry needs {} but the disk has {} free and {} must stay free{}", format_size(room.needed),
+                            format_size(room.available), format_size(config.reserve_free_bytes), note));
+}
+
+}  // namespace
+
 Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std::vector<EvictedEntry>& evicted) {
   const Config& config = store.config();
   if (needed > config.capacity_bytes) {
@@ -101,52 +133,49 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
   // Measured once: while this publication holds the ReservationLock no other one reserves, so the
   // cache grows by nothing but small stamps meanwhile, and what each eviction frees is subtracted.
   // (Another process's evictions and gc only make the figure high, which errs on the safe side.)
-  // Free disk is asked again each time: one call.
   auto used = total_bytes(store);
   if (!used) return used.status();
   std::optional<std::vector<Candidate>> candidates;  // listed the first time an eviction is needed
   std::size_t leased = 0;
+  const std::size_t evicted_before = evicted.size();
+  // Plan, then evict: claim least recently used entries until what they hold makes the entry fit,
+  // and remove them only then. The disk is asked again after each round, since others write to it.
   for (;;) {
     auto space = store.fs().space(config.directory);
     if (!space) return space.status();
-    bool over_capacity = *used + needed > config.capacity_bytes;
-    bool over_disk = space->available_bytes < needed + config.reserve_free_bytes;
-    if (!over_capacity && !over_disk) return Status::ok();
+    Room room{*used, space->available_bytes, needed, 0};
+    if (room.fits(config)) return Status::ok();
     if (!candidates) {
       auto order = eviction_order(store);
       if (!order) return order.status();
       candidates = std::move(*order);
     }
-    if (candidates->empty()) {
-      std::string leased_note = leased ? fmt::format("; {} leased entries could not be evicted", leased) : "";
-      // Room reserved by publications still being written is not evictable either: say so.
-      if (auto pending = tree_size(store.fs(), config.directory + "/" + kTmpDir); pending && *pending > 0)
-        leased_note += fmt::format("; publications in progress hold {}", format_size(*pending));
-      if (over_capacity)
-        return Status(StatusCode::no_space,
-                      fmt::format("the entry needs {} but the cache holds {} of its {} capacity{}",
-                                  format_size(needed), format_size(*used),
-                                  format_size(config.capacity_bytes), leased_note));
-      return Status(StatusCode::no_space,
-                    fmt::format("the entry needs {} but the disk has {} free and {} must stay free{}",
-                                format_size(needed), format_size(space->available_bytes),
-                                format_size(config.reserve_free_bytes), leased_note));
+    std::vector<EntryClaim> plan;
+    while (!room.fits(config) && !candidates->empty()) {
+      std::pop_heap(candidates->begin(), candidates->end());
+      const std::string id = std::move(candidates->back().id);
+      candidates->pop_back();
+      auto claim = claim_entry(store, id);
+      if (claim) {
+        room.freed += claim->bytes;
+        plan.push_back(std::move(*claim));
+      } else if (claim.status().code() == StatusCode::busy) {
+        ++leased;
+      } else if (claim.status().code() != StatusCode::not_found) {
+        return claim.status();
+      }
     }
-    std::pop_heap(candidates->begin(), candidates->end());
-    const std::string id = std::move(candidates->back().id);
-    candidates->pop_back();
-    // Its component, while it is there to read: what a command names the entry by when it says
-    // what made room.
-    auto key = read_manifest_key(store.fs(), store.entry_path(id) + "/" + kManifestFile);
-    auto removed = remove_entry(store, id);
-    if (removed) {
+    if (!room.fits(config)) return no_room(store, room, leased, evicted.size() > evicted_before);  // the claims are let go unused
+    for (EntryClaim& claim : plan) {
+      // Its component, while it is there to read: what a command names the entry by when it says
+      // what made room.
+      auto key = read_manifest_key(store.fs(), store.entry_path(claim.id) + "/" + kManifestFile);
+      const std::string id = claim.id;
+      auto removed = remove_claimed(store, std::move(claim));
+      if (!removed) return removed.status();
       log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", short_id(id), format_size(*removed)));
       evicted.push_back({id, key ? key->component : std::string(), *removed});
       *used -= std::min(*used, *removed);
-    } else if (removed.status().code() == StatusCode::busy) {
-      ++leased;
-    } else if (removed.status().code() != StatusCode::not_found) {
-      return removed.status();
     }
   }
 }

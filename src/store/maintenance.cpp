@@ -14,6 +14,7 @@
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
 #include "store/chunk_hashing.h"
+#include "store/entry_claim.h"
 #include "store/entry_check.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
@@ -219,29 +220,48 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
 }
 
 Result<std::uint64_t> remove_entry(Store& store, const std::string& id) {
+  auto claim = store::claim_entry(store, id);
+  if (!claim) return claim.status();
+  return store::remove_claimed(store, std::move(*claim));
+}
+
+namespace store {
+
+Result<EntryClaim> claim_entry(Store& store, const std::string& id) {
   FileSystem& fs = store.fs();
   const std::string path = store.entry_path(id);
-  auto lease = store::take_lease(fs, path, LockMode::exclusive);
-  if (!lease) {
+  EntryClaim claim{id, std::nullopt, 0};
+  auto lease = take_lease(fs, path, LockMode::exclusive);
+  if (lease) {
+    claim.lease = std::move(*lease);
+  } else {
     if (lease.status().code() == StatusCode::busy) {
       std::vector<int> pids;
-      if (auto st = fs.stat(path + "/" + store::kLeaseFile, Follow::no)) pids = store::flock_holders(*st);
+      if (auto st = fs.stat(path + "/" + kLeaseFile, Follow::no)) pids = flock_holders(*st);
       return Status(StatusCode::busy, pids.empty() ? "entry is leased" : "entry is leased by " + describe_processes(pids));
     }
     if (lease.status().code() != StatusCode::not_found || !fs.stat(path)) return lease.status();
-    // No lease file: a damaged entry nobody can be using; remove it below.
+    // No lease file: a damaged entry nobody can be using; it can go.
   }
   auto bytes = tree_size(fs, path);
   if (!bytes) return bytes.status();
-  const std::string trash = trash_path(store, id);
-  SNAPCACHE_RETURN_IF_ERROR(fs.rename(path, trash));
-  // The entry is gone from entries/ either way; only the durability of that is in doubt.
-  (void)fs.fsync_directory(store.config().directory + "/" + store::kEntriesDir);
-  store::bump_counter(store.config().directory, store::Counter::evicted);
-  store::unindex_entry(store.config().directory, trash + "/" + store::kManifestFile, id);
-  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
-  return *bytes;
+  claim.bytes = *bytes;
+  return claim;
 }
+
+Result<std::uint64_t> remove_claimed(Store& store, EntryClaim claim) {
+  FileSystem& fs = store.fs();
+  const std::string trash = trash_path(store, claim.id);
+  SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(claim.id), trash));
+  // The entry is gone from entries/ either way; only the durability of that is in doubt.
+  (void)fs.fsync_directory(store.config().directory + "/" + kEntriesDir);
+  bump_counter(store.config().directory, Counter::evicted);
+  unindex_entry(store.config().directory, trash + "/" + kManifestFile, claim.id);
+  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
+  return claim.bytes;
+}
+
+}  // namespace store
 
 Status quarantine(Store& store, const std::string& id, const std::string& why) {
   FileSystem& fs = store.fs();

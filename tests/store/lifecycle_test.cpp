@@ -1,5 +1,6 @@
 // Capacity, reserved free space, LRU eviction, switching the cache off.
 #include <cerrno>
+#include <filesystem>
 #include <thread>
 
 #include "snapcache/extend/file_system.h"
@@ -17,12 +18,14 @@ using namespace snapcache;
 
 namespace {
 
-// A FileSystem that reports a chosen amount of free disk.
+// A FileSystem that reports a chosen amount of free disk; with `holds` set, a disk of `free_`
+// bytes that holds that folder, so removing files there frees room as on a real disk.
 class SmallDisk final : public FileSystem {
  public:
   explicit SmallDisk(std::uint64_t free) : free_(free) {}
   std::shared_ptr<FileSystem> base = posix_file_system();
   std::uint64_t free_;
+  std::string holds;
   using FileSystem::open;
   using FileSystem::stat;
   Result<UniqueFd> open(const std::string& p, OpenMode m, Follow f) override { return base->open(p, m, f); }
@@ -43,11 +46,25 @@ class SmallDisk final : public FileSystem {
   Result<std::vector<DirEntry>> list_directory_at(int d) override { return base->list_directory_at(d); }
   Result<FileIdentity> stat_at(int d, const std::string& n) override { return base->stat_at(d, n); }
   Status remove_at(int d, const std::string& n, bool dir) override { return base->remove_at(d, n, dir); }
-  Result<SpaceInfo> space(const std::string&) override { return SpaceInfo{free_ * 2, free_}; }
+  Result<SpaceInfo> space(const std::string&) override {
+    std::uint64_t used = 0;
+    if (!holds.empty())
+      for (const auto& f : std::filesystem::recursive_directory_iterator(holds))
+        if (f.is_regular_file()) used += f.file_size();
+    return SpaceInfo{free_ * 2, free_ - std::min(free_, used)};
+  }
   Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
   Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
   Status touch(int fd) override { return base->touch(fd); }
 };
+
+// What a raw_model(1, mib) entry takes in a cache, measured on one.
+std::uint64_t entry_size(std::size_t mib) {
+  test::TempDir scratch;
+  auto store = *Store::open(test::test_config(scratch.path()));
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1, mib)).result == PublishResult::published);
+  return total_bytes(*store).value();
+}
 
 void age_apart() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
 
@@ -102,6 +119,54 @@ TEST_CASE("leased entries are never evicted and a publication that cannot fit is
   CHECK(out.result == PublishResult::published);
   REQUIRE(out.evicted.size() == 1);
   CHECK(out.evicted[0].id == key_id(test::store_key(2)));
+}
+
+TEST_CASE("a publication that cannot fit even after every eviction it could make evicts nothing",
+          "[store][capacity]") {
+  const std::uint64_t small = entry_size(2), big = entry_size(8);
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  config.capacity_bytes = big + small / 2;  // two small entries, or one big one
+  REQUIRE(2 * small <= config.capacity_bytes);
+  auto store = *Store::open(config);
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2)).result == PublishResult::published);
+  age_apart();
+  REQUIRE(test::publish_raw(*store, test::store_key(2), test::raw_model(2, 2)).result == PublishResult::published);
+  auto held = store->lookup(test::store_key(2));
+  REQUIRE(held.result == LookupResult::hit);
+  // Entry 1 is evictable, entry 2 is leased: with 2 staying, the big entry can never fit.
+  auto out = test::publish_raw(*store, test::store_key(3), test::raw_model(3, 8));
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.code() == StatusCode::no_space);
+  CHECK(out.status.message().find("1 leased entries could not be evicted") != std::string::npos);
+  CHECK(out.status.message().find("nothing was evicted for it") != std::string::npos);
+  CHECK(out.evicted.empty());
+  CHECK(store->lookup(test::store_key(1)).result == LookupResult::hit);  // still there
+  // Once the lease is let go the plan frees both, and evicts both.
+  held = {};
+  auto again = test::publish_raw(*store, test::store_key(3), test::raw_model(3, 8));
+  CHECK(again.result == PublishResult::published);
+  CHECK(again.evicted.size() == 2);
+}
+
+TEST_CASE("a publication the disk cannot hold even after evicting every entry evicts nothing", "[store][capacity]") {
+  const std::uint64_t small = entry_size(2), big = entry_size(8);
+  REQUIRE(small > big / 4);
+  test::TempDir dir;
+  Config config = test::test_config(dir.path());
+  auto disk = std::make_shared<SmallDisk>(small + big / 2);  // the small entry, then half the big one
+  disk->holds = dir.path();
+  auto store = *Store::open(config, disk);
+  REQUIRE(test::publish_raw(*store, test::store_key(1), test::raw_model(1, 2)).result == PublishResult::published);
+  auto out = test::publish_raw(*store, test::store_key(2), test::raw_model(2, 8));
+  CHECK(out.result == PublishResult::skipped);
+  CHECK(out.status.message().find("must stay free; nothing was evicted for it") != std::string::npos);
+  CHECK(store->lookup(test::store_key(1)).result == LookupResult::hit);
+  // A disk that holds the big entry once the small one is gone: it goes, and the publication lands.
+  disk->free_ = big + big / 4;
+  auto fits = test::publish_raw(*store, test::store_key(2), test::raw_model(2, 8));
+  CHECK(fits.result == PublishResult::published);
+  CHECK(fits.evicted.size() == 1);
 }
 
 TEST_CASE("an entry larger than the capacity is skipped and says so", "[store][capacity]") {
