@@ -10,3 +10,6 @@ bash tools/fuzz.sh 20
 # Every CPU test again under ASan and UBSan, leaks checked (build/sanitize; no benches, demo
 # program or GPU tests).
 bash tools/sanitize.sh
+# vLLM's load format `snapcache` in a real vLLM (its CPU build, in a venv of its own; the package
+# built against its torch; python/tests/vllm).
+bash tools/check-vllm.sh

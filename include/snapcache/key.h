@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -209,8 +210,11 @@ SNAPCACHE_API Result<std::string> digest_source_files(FileSystem& fs, const std:
 class SNAPCACHE_API DigestMemo {
  public:
   DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path);
-  // Fills content_digest of each file, reading only files the memo does not know.
+  // Fills content_digest of each file, reading only files the memo does not know. A file that is
+  // no longer the one described (another identity now) is mismatch: its bytes are not hashed.
   Status fill_digests(std::vector<CheckpointFile>& files);
+  // The digest remembered for the file's identity, reading nothing of the file.
+  std::optional<std::string> recorded(const CheckpointFile& file) const;
   std::uint64_t bytes_hashed() const { return bytes_hashed_; }
 
  private:

@@ -23,18 +23,22 @@ std::string absolute(const std::string& path) {
   return std::string(buf.data()) + "/" + path;
 }
 
-// XXH3-128 of a file's bytes, read in large pieces through the FileSystem.
-Result<util::Hash128> hash_file(FileSystem& fs, const std::string& path, std::uint64_t& bytes) {
-  auto fd = fs.open(path, OpenMode::read);
+// XXH3-128 of a checkpoint file's bytes, read in large pieces through the FileSystem, only while
+// the file is the one `f` describes: a digest is remembered under that identity, so bytes read
+// from a file that changed since it was described would key the old identity by other bytes.
+Result<util::Hash128> hash_file(FileSystem& fs, const CheckpointFile& f, std::uint64_t& bytes) {
+  auto fd = fs.open(f.path, OpenMode::read);
   if (!fd) return fd.status();
   auto before = fs.fstat(fd->get());
   if (!before) return before.status();
+  const FileIdentity described{f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns};
+  if (!(*before == described)) return Status(StatusCode::mismatch, f.path + " changed since it was described");
   util::Hasher128 h;
   std::vector<char> buf(8u << 20);
   std::uint64_t offset = 0;
   for (;;) {
     auto n = fs.pread(fd->get(), buf.data(), buf.size(), offset);
-    if (!n) return n.status().with_context(path);
+    if (!n) return n.status().with_context(f.path);
     if (*n == 0) break;
     h.update(buf.data(), *n);
     offset += *n;
@@ -42,8 +46,12 @@ Result<util::Hash128> hash_file(FileSystem& fs, const std::string& path, std::ui
   bytes += offset;
   auto after = fs.fstat(fd->get());
   if (!after || !(*after == *before) || offset != before->size)
-    return Status(StatusCode::mismatch, path + " changed while it was being hashed");
+    return Status(StatusCode::mismatch, f.path + " changed while it was being hashed");
   return h.digest();
+}
+
+std::string identity_key(const CheckpointFile& f) {
+  return fmt::format("{}:{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns);
 }
 
 }  // namespace
@@ -86,20 +94,31 @@ Result<std::string> digest_source_files(FileSystem& fs, const std::vector<std::s
 DigestMemo::DigestMemo(std::shared_ptr<FileSystem> fs, std::string memo_path)
     : fs_(std::move(fs)), path_(std::move(memo_path)) {}
 
-Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
+namespace {
+
+nlohmann::json read_memo(FileSystem& fs, const std::string& path) {
   using nlohmann::json;
-  json memo = json::object();
   // One line per checkpoint file ever digested; inside the cache, so never followed, and not
   // trusted when it has a second name (a digest read from a file someone else writes would key
   // a checkpoint by bytes it does not have).
   constexpr std::uint64_t kMaxMemoBytes = 64ull << 20;
-  if (auto text = read_own_file(*fs_, path_, kMaxMemoBytes)) {
-    memo = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (memo.is_discarded() || !memo.is_object()) memo = json::object();  // a damaged memo is only a cache
+  if (auto text = read_own_file(fs, path, kMaxMemoBytes)) {
+    json memo = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!memo.is_discarded() && memo.is_object()) return memo;  // a damaged memo is only a cache
   }
-  auto identity_key = [](const CheckpointFile& f) {
-    return fmt::format("{}:{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns);
-  };
+  return json::object();
+}
+
+}  // namespace
+
+std::optional<std::string> DigestMemo::recorded(const CheckpointFile& file) const {
+  const nlohmann::json memo = read_memo(*fs_, path_);
+  if (auto it = memo.find(identity_key(file)); it != memo.end() && it->is_string()) return it->get<std::string>();
+  return std::nullopt;
+}
+
+Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
+  nlohmann::json memo = read_memo(*fs_, path_);
   bool changed = false;
   for (auto& f : files) {
     std::string k = identity_key(f);
@@ -107,7 +126,7 @@ Status DigestMemo::fill_digests(std::vector<CheckpointFile>& files) {
       f.content_digest = it->get<std::string>();
       continue;
     }
-    auto digest = hash_file(*fs_, f.path, bytes_hashed_);
+    auto digest = hash_file(*fs_, f, bytes_hashed_);
     if (!digest) return digest.status();
     f.content_digest = digest->hex();
     memo[k] = f.content_digest;

@@ -8,6 +8,7 @@
 #include "snapcache/log.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
+#include "snapcache/text.h"
 #include "store/chunk_hashing.h"
 #include "store/entry_check.h"
 #include "store/layout.h"
@@ -15,6 +16,7 @@
 #include "store/secondary.h"
 #include "store/snapshot_impl.h"
 #include "store/stats.h"
+#include "store/touched_checkpoint.h"
 #include "util/parallel.h"
 
 namespace snapcache {
@@ -142,6 +144,20 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     if (st.status().code() != StatusCode::not_found) return finish(LookupResult::fallback, st.status().to_string());
     auto nearest = nearest_entry(*this, key);
     if (!nearest) return finish(LookupResult::miss, first_load_reason(key) + secondary_note);
+    if (auto same = store::entry_with_same_bytes(*this, key, nearest->id)) {
+      // Served under the entry's own key; a failure to open it leaves the miss as it was.
+      auto snap = open_snapshot(fs_, entry_path(nearest->id), nearest->id, same->key, policy, out);
+      if (snap && (expected == nullptr || check_expected_layout((*snap)->manifest(), *expected).is_ok())) {
+        out.entry_id = nearest->id;
+        out.snapshot = std::move(*snap);
+        return finish(LookupResult::hit,
+                      fmt::format("{}{} checkpoint file{} changed identity since entry {} was made, not bytes ({} "
+                                  "hashed in {:.2f} s); data files {}",
+                                  secondary_note, same->files_changed, same->files_changed == 1 ? "" : "s",
+                                  store::short_id(nearest->id), format_size(same->bytes_hashed), same->seconds,
+                                  out.rehashed ? "rehashed and verified" : "unchanged since their last full check"));
+      }
+    }
     // The difference in words, as it is now: the cause of this miss, kept for `snapcache why`.
     return finish(LookupResult::miss, fmt::format("no entry for this key; nearest entry {} ({}): {}{}",
                                                   store::short_id(nearest->id), kNearestEntryWords,

@@ -95,20 +95,30 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
 
 // The first checkpoint file (keyed by path) whose identity is not the key's any more, said as a
 // person would: a load of that path now computes another key. Only stat(2) of the recorded path
-// (the path comes from the entry; nothing is opened or read).
-std::string stale_reason(FileSystem& fs, const Key& key) {
+// and the digest memo (the path comes from the entry; nothing is opened or read). A file of the
+// same size whose digest was recorded at publication is reachable still, as a load hashes it and
+// is served when the bytes are the same (store/touched_checkpoint.h): stale only once its bytes now
+// are known to differ.
+std::string stale_reason(Store& store, const Key& key) {
   for (const CheckpointFile& recorded : key.checkpoint) {
     if (recorded.keyed_by_content() || recorded.path.empty()) continue;
-    auto now = describe_checkpoint(fs, {recorded.path});
+    auto now = describe_checkpoint(store.fs(), {recorded.path});
     if (!now || now->size() != 1)
       return fmt::format("checkpoint {} is gone ({})", recorded.path, now ? "no file" : now.status().message());
-    if (!((*now)[0] == recorded)) {
-      const CheckpointFile& current = (*now)[0];
-      const char* what = current.size != recorded.size         ? "its size"
-                         : current.mtime_ns != recorded.mtime_ns ? "its modification time"
-                                                                 : "its identity (inode, device or change time)";
-      return fmt::format("checkpoint {} changed since the entry was made ({} differs)", recorded.path, what);
+    const CheckpointFile& current = (*now)[0];
+    if (current == recorded) continue;
+    if (current.size == recorded.size) {
+      const DigestMemo memo = store.digest_memo();
+      if (auto made_from = memo.recorded(recorded)) {
+        auto bytes_now = memo.recorded(current);
+        if (!bytes_now || *bytes_now == *made_from) continue;
+        return fmt::format("checkpoint {} changed since the entry was made (its bytes differ)", recorded.path);
+      }
     }
+    const char* what = current.size != recorded.size         ? "its size"
+                       : current.mtime_ns != recorded.mtime_ns ? "its modification time"
+                                                               : "its identity (inode, device or change time)";
+    return fmt::format("checkpoint {} changed since the entry was made ({} differs)", recorded.path, what);
   }
   return {};
 }
@@ -180,7 +190,7 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
   info.identity_trusted = check.status.is_ok() && check.untrusted_files.empty();
   info.verified_unix_ns = check.verified_unix_ns;
   info.manifest = std::move(check.manifest);
-  if (info.manifest) info.stale = stale_reason(fs, info.manifest->key);
+  if (info.manifest) info.stale = stale_reason(store, info.manifest->key);
   return info;
 }
 

