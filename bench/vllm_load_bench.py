@@ -1,10 +1,11 @@
-"""vLLM's load formats side by side on one model: the weight-loading time vLLM reports and the time
-from process start to the first generated token, for the default loader, the other load formats
-this vLLM accepts, and snapcache cold (an empty cache: vLLM's default loader, then a publication)
-and warm (the entry). Every load is a new process (one engine, vLLM's `uni` executor); the rounds
-interleave the formats; each cell is the median of --repeats; ratios are against the default
-loader. The page cache holds the checkpoint (and snapcache's entry) throughout: a server
-restarting on the same machine.
+"""vLLM's load formats side by side on one model: the model load (vLLM's get_model: the model built,
+its weights loaded and post-processed; the same span for every format), the weight-loading time a
+loader logs, and the time from process start to the first generated token, for the default
+loader, the other load formats this vLLM accepts, and snapcache cold (an empty cache: vLLM's
+default loader, then a publication) and warm (the entry). Every load is a new process (one engine,
+vLLM's `uni` executor); the rounds interleave the formats; each cell is the median of --repeats;
+ratios are against the default loader. The page cache holds the checkpoint (and snapcache's
+entry) throughout: a server restarting on the same machine.
 
     python bench/vllm_load_bench.py [--repeats 3] [--work DIR] [--formats auto,snapcache-warm,...]
 
@@ -17,6 +18,7 @@ written once under --work: 1.1 billion parameters, 2.2 GB in bfloat16, in two sh
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -39,26 +41,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 if cache:
     os.environ["SNAPCACHE_DIR"] = cache
-weights = []
-class Weights(logging.Handler):
-    # vLLM's default loader: "Loading weights took 1.23 seconds"; snapcache's: "snapcache: loading
-    # weights took 0.12 seconds (hit)": the same span, load_weights.
-    def emit(self, record):
-        m = re.search(r"[Ll]oading weights took ([0-9.]+) seconds(?: \((\w+)\))?", record.getMessage())
-        if m:
-            weights.append((float(m.group(1)), m.group(2)))
 from vllm import LLM, SamplingParams
-logging.getLogger("vllm").addHandler(Weights())
+# The whole model load, the same span for every format: build, weights, post-processing.
+import vllm.v1.worker.cpu_model_runner as runner
+get_model, load = runner.get_model, []
+def timed_get_model(*args, **kwargs):
+    t = time.perf_counter()
+    try:
+        return get_model(*args, **kwargs)
+    finally:
+        load.append(time.perf_counter() - t)
+runner.get_model = timed_get_model
 llm = LLM(model=model, load_format=load_format, distributed_executor_backend="uni", enforce_eager=True,
           max_model_len=512, max_num_seqs=1, seed=0)
 ready = time.time()
 llm.generate([{"prompt_token_ids": [1, 15, 27, 311, 400]}], SamplingParams(temperature=0.0, max_tokens=1),
              use_tqdm=False)
 first_token = time.time()
-print("RESULT " + json.dumps({"weights": weights[-1][0] if weights else None,
-                              "path": (weights[-1][1] if weights else None) or load_format,
-                              "ready": ready - started, "first_token": first_token - started}), flush=True)
+print("RESULT " + json.dumps({"load": load[-1] if load else None, "ready": ready - started,
+                              "first_token": first_token - started}), flush=True)
 """
+
+
+# vLLM's default loader logs "Loading weights took 1.23 seconds"; snapcache's logs the same span as
+# "snapcache: loading weights took 0.12 seconds (hit)". Read from the child's log: vLLM applies its
+# logging config as the engine starts, which drops any handler added before.
+WEIGHTS = re.compile(r"[Ll]oading weights took ([0-9.]+) seconds(?: \((\w+)\))?")
 
 
 def measure(model, load_format, cache=""):
@@ -67,9 +75,13 @@ def measure(model, load_format, cache=""):
                           capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
-        errors = [line for line in done.stderr.splitlines() if "Error" in line or "error" in line]
-        return {"refused": (errors[-1] if errors else done.stderr.strip().splitlines()[-1:] or ["?"])[-1][-300:]}
-    return json.loads(lines[-1][len("RESULT "):])
+        errors = [line.strip() for line in done.stderr.splitlines() if re.search(r"\w+Error\b", line)]
+        return {"refused": (errors[-1] if errors else (done.stderr.strip().splitlines() or ["?"])[-1])[-300:]}
+    result = json.loads(lines[-1][len("RESULT "):])
+    weights = WEIGHTS.findall(done.stdout + done.stderr)
+    result["weights"] = float(weights[-1][0]) if weights else None
+    result["path"] = (weights[-1][1] if weights else "") or load_format
+    return result
 
 
 def main():
@@ -115,20 +127,24 @@ def main():
         values = [r[field] for r in runs[f] if r.get(field) is not None]
         return statistics.median(values) if values else None
 
-    base_weights, base_first = median("auto", "weights"), median("auto", "first_token")
+    def cell(f, field):
+        value, base = median(f, field), median("auto", field)
+        if value is None:
+            return "-", "-"
+        return f"{value:.2f}", (f"{base / value:.2f}x" if base else "-")
+
     print()
-    print("| load format | weights (s) | default / this | first token (s) | default / this | path |")
-    print("|---|---|---|---|---|---|")
+    print("| load format | model load (s) | default / this | weights, as logged (s) | first token (s) | "
+          "default / this | path |")
+    print("|---|---|---|---|---|---|---|")
     for f in formats:
         if f in refused:
-            print(f"| {f} | refused: {refused[f]} | | | | |")
+            print(f"| {f} | refused: {refused[f]} | | | | | |")
             continue
-        w, t = median(f, "weights"), median(f, "first_token")
-        ratio_w = f"{base_weights / w:.2f}x" if w and base_weights else "-"
-        ratio_t = f"{base_first / t:.2f}x" if t and base_first else "-"
+        (load, ratio_load), (weights, _), (first, ratio_first) = (cell(f, "load"), cell(f, "weights"),
+                                                                  cell(f, "first_token"))
         paths = ",".join(sorted({str(r["path"]) for r in runs[f]}))
-        print(f"| {f} | {w:.2f} | {ratio_w} | {t:.2f} | {ratio_t} | {paths} |" if w is not None
-              else f"| {f} | - | - | {t:.2f} | {ratio_t} | {paths} |")
+        print(f"| {f} | {load} | {ratio_load} | {weights} | {first} | {ratio_first} | {paths} |")
     if a.json:
         with open(a.json, "w") as out:
             json.dump({"runs": runs, "refused": refused}, out, indent=1)

@@ -41,8 +41,11 @@ void record_checkpoint_digests(Store& store, const Key& key) {
     if (!f.keyed_by_content()) files.push_back(f);
   if (files.empty()) return;
   DigestMemo memo = store.digest_memo();
-  // File by file, so one that changed or went does not keep the others' digests out.
+  // File by file, so one that changed or went does not keep the others' digests out; a file no
+  // longer as the key describes it (or not there: an entry imported from elsewhere) is not opened.
   for (CheckpointFile& f : files) {
+    auto now = describe_checkpoint(store.fs(), {f.path});
+    if (!now || now->size() != 1 || !((*now)[0] == f)) continue;
     std::vector<CheckpointFile> one{f};
     (void)memo.fill_digests(one);
   }

@@ -143,8 +143,9 @@ TEST_CASE("cli evict reports an entry it cannot remove as an error (exit 5), not
 TEST_CASE("cli ls marks an entry whose checkpoint changed or vanished as stale, and evict --stale removes it",
           "[cli][evict][stale]") {
   Cache cache;
-  // Three entries keyed by real checkpoint files, as a loader makes them: one left alone, one
-  // whose file is then touched (a new mtime), one whose file is removed.
+  // Three entries keyed by real checkpoint files, as a loader makes them: one whose file is only
+  // touched (a new mtime, the same bytes: a load hashes it and is served), one whose file is then
+  // rewritten longer, one whose file is removed.
   std::vector<std::string> ids;
   std::vector<std::string> files;
   for (int seed : {21, 22, 23}) {
@@ -170,7 +171,8 @@ TEST_CASE("cli ls marks an entry whose checkpoint changed or vanished as stale, 
   const std::string content_id = publish_raw(*cache.store, by_content, raw_model(24, 1), options).entry_id;
   REQUIRE_FALSE(content_id.empty());
 
-  set_age(files[1], 3600);  // touched: another mtime
+  set_age(files[0], 3600);                           // touched: another mtime, the same bytes
+  write_bytes(files[1], std::string(200, 'w'));       // other bytes, another size
   REQUIRE(::unlink(files[2].c_str()) == 0);
 
   auto listed = run_cli(with_dir(cache, {"ls", "--json"}));
@@ -183,7 +185,7 @@ TEST_CASE("cli ls marks an entry whose checkpoint changed or vanished as stale, 
   CHECK(by_id[ids[0]]["stale"].is_null());
   CHECK(by_id[content_id]["stale"].is_null());
   REQUIRE(by_id[ids[1]]["stale"].is_string());
-  CHECK(contains(by_id[ids[1]]["stale"].get<std::string>(), "changed since the entry was made (its modification time"));
+  CHECK(contains(by_id[ids[1]]["stale"].get<std::string>(), "changed since the entry was made (its size differs)"));
   REQUIRE(by_id[ids[2]]["stale"].is_string());
   CHECK(contains(by_id[ids[2]]["stale"].get<std::string>(), "is gone"));
   for (const auto& id : ids) CHECK(by_id[id]["state"] == "ok");  // the bytes are sound

@@ -195,7 +195,8 @@ TEST_CASE("cli gc removes stale entries unused for the grace period, leaves one 
   const std::string fresh = cache.publish(fresh_key, 31);
   const std::string stale = cache.publish(cache.reachable_key(32), 32);
   const std::string stale_in_use = cache.publish(cache.reachable_key(33), 33);
-  set_age(cache.checkpoint_file(32), 3600);  // touched: another mtime, so no load computes its key
+  // Rewritten with other bytes (another size), so no load can be served by its entry.
+  write_bytes(cache.checkpoint_file(32), std::string(4096, 'x'));
   REQUIRE(::unlink(cache.checkpoint_file(33).c_str()) == 0);
   int lease = ::open(cache.lease_path(stale_in_use).c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(lease >= 0);
