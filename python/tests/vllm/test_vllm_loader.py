@@ -124,7 +124,13 @@ def test_a_rewritten_shard_misses(models, tmp_path):
     cache = tmp_path / "cache"
     assert run(model, cache=cache)["reports"][0]["path"] == "miss"
     shard = model / "model-00001-of-00002.safetensors"
-    shard.write_bytes(shard.read_bytes())  # the same bytes, written again: another version of the file
+    data = bytearray(shard.read_bytes())
+    shard.write_bytes(data)  # the same bytes, written again: hashed once, and the entry serves
+    report = run(model, cache=cache)["reports"][0]
+    assert report["path"] == "hit", report
+    assert "1 checkpoint file changed identity since entry" in report["reason"], report
+    data[-1] ^= 0xFF  # other bytes: a miss that names the file
+    shard.write_bytes(data)
     report = run(model, cache=cache)["reports"][0]
     assert report["path"] == "miss", report
     assert "checkpoint model-00001-of-00002.safetensors modified" in report["reason"], report
