@@ -341,7 +341,8 @@ struct LoadedModel {
   DerivedBuffers derived;
   LoadReport report;
   // A cold load's publication, when it still runs in the background (report.publish is then
-  // unset); wait() for its PublicationReport. The host tensors it writes are never handed out before it ends.
+  // unset); wait() for its PublicationReport. It never writes host tensors handed out while it runs:
+  // a CPU load's publication writes a copy of them (or, where no copy fits, the load waits for it).
   Publication publication;
 };
 

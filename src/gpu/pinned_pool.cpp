@@ -1,15 +1,14 @@
 #include "gpu/pinned_pool.h"
 
 #include <cuda_runtime_api.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <utility>
 
-#include "util/align.h"
 #include "util/fmt.h"
+#include "util/host_memory.h"
 
 namespace snapcache::gpu {
 
@@ -27,11 +26,6 @@ std::shared_ptr<PinnedPool> PinnedPool::shared(std::uint64_t total_bytes, std::u
 
 namespace {
 
-constexpr std::uint64_t kHugePage = 2ull << 20;
-
-// The bytes mapped (and registered) for a buffer: whole huge pages.
-std::uint64_t mapped_bytes(std::uint64_t buffer_bytes) { return util::align_up(buffer_bytes, kHugePage); }
-
 // Page-locked memory of at least `buffer_bytes`, the fast way first. In a new process,
 // cudaHostAlloc locks 4 KiB pages one fault at a time: 400 ms/GiB on the GPU machine
 // (bench/pinned_memory_bench.cpp). Anonymous memory on transparent huge pages, touched once and
@@ -39,25 +33,14 @@ std::uint64_t mapped_bytes(std::uint64_t buffer_bytes) { return util::align_up(b
 // ordinary allocation.
 void* pin(std::uint64_t buffer_bytes, bool& registered, cudaError_t& err) {
   registered = false;
-  const std::uint64_t bytes = mapped_bytes(buffer_bytes);
-  // Aligned to a huge page: map one more, then give back the edges.
-  const std::uint64_t span = bytes + kHugePage;
-  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw != MAP_FAILED) {
-    const auto begin = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > begin) ::munmap(raw, aligned - begin);
-    if (const std::uintptr_t end = begin + span, used = aligned + bytes; end > used)
-      ::munmap(reinterpret_cast<void*>(used), end - used);
-    void* p = reinterpret_cast<void*>(aligned);
-    (void)::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages, still correct
-    std::memset(p, 0, bytes);                  // fault the pages in before the driver locks them
-    if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) {
+  if (void* p = util::map_huge_pages(buffer_bytes)) {
+    std::memset(p, 0, util::huge_page_span(buffer_bytes));  // fault the pages in before the driver locks them
+    if (cudaHostRegister(p, util::huge_page_span(buffer_bytes), cudaHostRegisterDefault) == cudaSuccess) {
       registered = true;
       return p;
     }
     (void)cudaGetLastError();
-    ::munmap(p, bytes);
+    util::unmap_huge_pages(p, buffer_bytes);
   }
   void* p = nullptr;
   err = cudaHostAlloc(&p, buffer_bytes, cudaHostAllocDefault);
@@ -70,7 +53,7 @@ PinnedPool::~PinnedPool() {
   for (const Pinned& p : all_) {
     if (p.registered) {
       (void)cudaHostUnregister(p.data);
-      ::munmap(p.data, mapped_bytes(buffer_bytes_));
+      util::unmap_huge_pages(p.data, buffer_bytes_);
     } else {
       (void)cudaFreeHost(p.data);
     }

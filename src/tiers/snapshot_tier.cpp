@@ -2,15 +2,17 @@
 #include <optional>
 #include <set>
 
-#include "tiers/background_publication.h"
+#include "host_path/host_copy.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/pipeline.h"
+#include "tiers/background_publication.h"
 #include "util/fmt.h"
 #include "util/page_cache.h"
+#include "util/parallel.h"
 
 namespace snapcache {
 namespace {
@@ -97,9 +99,24 @@ class SnapshotTier final : public Tier {
     if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
       return {.note = "not published: " + same.to_string(), .publication = {}};
     if (load.plan.publish_in_background) {
+      // A CPU load hands these very tensors out, and its caller may write into them at once: the
+      // publication writes a copy, so the load need not wait for the disk.
+      std::optional<NamedTensors> copy;
+      if (load.plan.device.is_cpu()) {
+        StageTimer stage(load.report, "copy for the publication");
+        auto copied = host_path::copy_host_tensors(tensors, util::worker_count());
+        if (copied) {
+          stage.done(copied->bytes);
+          copy = std::move(copied->tensors);
+        } else {
+          stage.fail(copied.status().to_string() + "; the load waits for the publication instead");
+        }
+      }
       StageTimer stage(load.report, "publish (started)");
       Kept kept{.note = {},
-                .publication = tiers::publish_in_background(load.store->shared_from_this(), *load.key, tensors)};
+                .publication = tiers::publish_in_background(load.store->shared_from_this(), *load.key,
+                                                            copy ? std::move(*copy) : tensors),
+                .publication_reads_tensors = !copy};
       stage.done();
       return kept;
     }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "support/demo_fixture.h"
+#include "host_path/host_copy.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
 #include "snapcache/extend/tier.h"
@@ -30,6 +31,7 @@
 #include "support/captured_stderr.h"
 #include "support/host_copies.h"
 #include "support/page_cache.h"
+#include "util/host_memory.h"
 
 using namespace snapcache;
 
@@ -218,9 +220,12 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   REQUIRE(cold.is_ok());
   CHECK(tiers_of(cold->report) == "snapshot missed, ordinary served");
   CHECK(cold->report.tiers[0].reason.find("this model's first load") != std::string::npos);
-  // Started in the background, and waited for: the CPU load hands out the published host tensors.
+  // A CPU load hands its host tensors out: the background publication writes a copy of them, and
+  // the load does not wait for it.
+  CHECK(has_stage(cold->report, "copy for the publication"));
   CHECK(has_stage(cold->report, "publish (started)"));
-  CHECK(has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
+  CHECK(!has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
+  wait_for_publications();
   // The table's columns line up however long a stage's name: each time ends under "ms".
   const std::vector<std::string> lines = cold->report.table_lines();
   const std::size_t ms_end = lines[0].find(" ms") + 3;
@@ -404,6 +409,7 @@ TEST_CASE("a stage that fails appears in the report with its error, and the load
   test::DemoFixture f;
   auto store = f.store();
   REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  wait_for_publications();
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   REQUIRE(entries->size() == 1);
@@ -441,6 +447,7 @@ TEST_CASE("a tier that serves prepared device tensors skips post-load and upload
   CHECK(has_stage(loaded->report, "refresh"));  // derived buffers are still built
   CHECK(demo::identical(ref, *loaded));
   CHECK(loaded->weights.front().second.data_ptr() == ref.weights.front().second.data_ptr());  // not copied
+  wait_for_publications();
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   CHECK(entries->empty());  // nothing was read from the checkpoint, so nothing was published
@@ -489,6 +496,55 @@ TEST_CASE("served host tensors are checked against the plan's layout once: by th
     REQUIRE(warm->outcome == TierOutcome::served);
     CHECK(warm->layout_checked);
   }
+}
+
+TEST_CASE("a CPU load's caller may write into its tensors at once: the entry holds what the loader gave",
+          "[executor]") {
+  test::DemoFixture f;
+  auto store = f.store();
+  const LoadedModel reference = f.reference();
+  auto cold = load_model(store.get(), f.plan());
+  REQUIRE(cold.is_ok());
+  REQUIRE(cold->report.path == LoadPath::miss);
+  REQUIRE(has_stage(cold->report, "copy for the publication"));
+  // As vLLM's post-processing does: write into every tensor handed out while the publication runs.
+  for (auto& [name, t] : cold->weights) t.fill_(7);
+  wait_for_publications();
+
+  auto warm = load_model(store.get(), f.plan());
+  REQUIRE(warm.is_ok());
+  REQUIRE(warm->report.path == LoadPath::hit);
+  CHECK(demo::identical(reference, *warm));
+}
+
+TEST_CASE("a copy of host tensors keeps their layout and ties, and one that would not fit in memory is refused",
+          "[executor]") {
+  // Half of the memory available is the most a copy takes: a tensor larger than all of it can
+  // never be copied (it is never touched, so its pages take no memory).
+  const std::uint64_t available = util::available_host_memory().value();
+  const NamedTensors huge = {{"w", at::empty({static_cast<std::int64_t>(available / 2 + (64u << 20))}, at::kByte)}};
+  auto copy = host_path::copy_host_tensors(huge, 2);
+  REQUIRE(!copy.is_ok());
+  CHECK(copy.status().code() == StatusCode::no_space);
+  CHECK(copy.status().message().find("of memory available") != std::string::npos);
+
+  // A small one: the same names, shapes, strides and ties, in memory of its own.
+  const at::Tensor base = at::arange(64, at::kFloat);
+  const NamedTensors tied = {{"a", base.view({8, 8})}, {"b", base.view({8, 8}).t()}, {"c", base.narrow(0, 8, 8)}};
+  auto small = host_path::copy_host_tensors(tied, 2);
+  REQUIRE(small.is_ok());
+  CHECK(small->bytes == 64 * sizeof(float));
+  REQUIRE(small->tensors.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(small->tensors[i].first == tied[i].first);
+    CHECK(at::equal(small->tensors[i].second, tied[i].second));
+    CHECK(small->tensors[i].second.strides() == tied[i].second.strides());
+    CHECK(small->tensors[i].second.storage_offset() == tied[i].second.storage_offset());
+    CHECK(small->tensors[i].second.data_ptr() != tied[i].second.data_ptr());
+  }
+  CHECK(small->tensors[0].second.storage().is_alias_of(small->tensors[2].second.storage()));
+  base.fill_(0);
+  CHECK(small->tensors[2].second[0].item<float>() == 8.0f);
 }
 
 TEST_CASE("the uploader hears how many bytes a load will bring before any tier is asked", "[executor]") {
@@ -792,6 +848,7 @@ TEST_CASE("a plan that declares no layout is refused before its loader runs, say
     CHECK(reloaded.status().message() == message);
   }
   CHECK(*ran == 0);
+  wait_for_publications();
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   CHECK(entries->empty());

@@ -105,6 +105,7 @@ TEST_CASE("a fault at the k-th file-system call of a warm load_model, staged rea
         REQUIRE(next.is_ok());
         if (next->publication.started()) (void)next->publication.wait();
         CHECK(demo::identical(next->weights, reference));
+        wait_for_publications();
         auto entries = list_entries(*store);
         REQUIRE(entries.is_ok());
         for (const auto& e : *entries) CHECK(verify_entry(*store, e.id).status.is_ok());

@@ -22,6 +22,7 @@ namespace {
 using Fixture = test::DemoFixture;
 
 std::string only_entry_data(Store& store) {
+  wait_for_publications();
   auto entries = list_entries(store).value();
   REQUIRE(entries.size() == 1);
   return entries[0].path + "/data-0000.bin";
@@ -37,8 +38,7 @@ TEST_CASE("ordinary and cold and warm loads of the demo model give bit-identical
   auto cold = load_model(store.get(), f.plan());
   REQUIRE(cold.is_ok());
   CHECK(cold->report.path == LoadPath::miss);
-  REQUIRE(cold->report.publish.has_value());
-  CHECK(cold->report.publish->outcome() == std::string_view("published"));
+  CHECK(cold->publication.wait().outcome() == std::string_view("published"));
   auto warm = load_model(store.get(), f.plan());
   REQUIRE(warm.is_ok());
   CHECK(warm->report.path == LoadPath::hit);
@@ -110,6 +110,7 @@ TEST_CASE("a malformed snapshot manifest ends in the ordinary path with the reas
   auto store = f.store();
   LoadedModel ref = f.reference();
   REQUIRE(load_model(store.get(), f.plan()).is_ok());
+  wait_for_publications();
   auto entries = list_entries(*store).value();
   REQUIRE(entries.size() == 1);
   test::write_bytes(entries[0].path + "/manifest.snap", "SNAPCACHE-MANIF this is not a manifest at all.......");
@@ -130,7 +131,7 @@ TEST_CASE("injected storage failures end in the ordinary path with the reason an
     auto loaded = load_model(store.get(), f.plan());
     REQUIRE(loaded.is_ok());
     CHECK(loaded->report.path == LoadPath::miss);
-    CHECK(loaded->report.reason.find("not published: no_space") != std::string::npos);
+    CHECK(loaded->publication.wait().status.code() == StatusCode::no_space);
     CHECK(demo::identical(ref, *loaded));
     fs->clear_faults();
     CHECK(load_model(store.get(), f.plan())->report.path == LoadPath::miss);  // nothing torn was kept
@@ -150,7 +151,7 @@ TEST_CASE("injected storage failures end in the ordinary path with the reason an
     fs->inject({FsOp::open, EROFS, 0, -1, false, "/tmp/"});
     auto loaded = load_model(store.get(), f.plan());
     REQUIRE(loaded.is_ok());
-    CHECK(loaded->report.reason.find("read_only") != std::string::npos);
+    CHECK(loaded->publication.wait().status.to_string().find("read_only") != std::string::npos);
     CHECK(demo::identical(ref, *loaded));
   }
 }
@@ -179,6 +180,7 @@ TEST_CASE("ineligible loads take the ordinary path and say why", "[pipeline]") {
   CHECK(c->report.path == LoadPath::ineligible);
   CHECK(c->report.reason.find("disabled") != std::string::npos);
   CHECK(c->report.not_cached == NotCached::disabled);
+  wait_for_publications();
   CHECK(list_entries(*store).value().empty());
   for (auto* m : {&*a, &*b, &*c}) CHECK(demo::identical(ref, *m));
 }
@@ -207,6 +209,7 @@ TEST_CASE("a plan whose key names no weights or no loader is not cached, so two 
   REQUIRE(second.is_ok());
   CHECK(second->report.path == LoadPath::ineligible);
   CHECK(second->weights.front().second[0].item<float>() == 2.0F);
+  wait_for_publications();
   CHECK(list_entries(*store).value().empty());
 
   // Saying what identifies the weights makes the load cacheable, under that identity.
@@ -276,6 +279,7 @@ TEST_CASE("an ordinary loader that does not produce the declared tensors is an e
   auto loaded = load_model(store.get(), plan);
   REQUIRE_FALSE(loaded.is_ok());
   CHECK(loaded.status().message().find("'final_norm.weight' is missing") != std::string::npos);
+  wait_for_publications();
   CHECK(list_entries(*store).value().empty());  // nothing incomplete was published
 }
 
@@ -294,6 +298,7 @@ TEST_CASE("a cold load that breaks a declared alias group is refused before anyt
   CHECK(loaded.status().code() == StatusCode::mismatch);
   CHECK(loaded.status().message().find("should share storage with the other tensors of group 'tied'") !=
         std::string::npos);
+  wait_for_publications();
   CHECK(list_entries(*store).value().empty());
 }
 
@@ -318,6 +323,7 @@ TEST_CASE("every tensor that does not fit the declared layout is named in one er
   CHECK(why.find("tensor '" + dtype_changed + "': dtype") != std::string::npos);
   CHECK(why.find("tensor '" + shape_changed + "': shape") != std::string::npos);
   CHECK(why.find("tensor 'not.in.the.checkpoint' is missing") != std::string::npos);
+  wait_for_publications();
   CHECK(list_entries(*store).value().empty());
 }
 
@@ -356,6 +362,7 @@ TEST_CASE("a checkpoint path that changes during the ordinary load is never publ
   REQUIRE(poisoned.is_ok());
   CHECK(poisoned->report.reason.find("not published") != std::string::npos);
   CHECK(poisoned->report.reason.find("changed while the ordinary loader read it") != std::string::npos);
+  wait_for_publications();
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   CHECK(entries->empty());

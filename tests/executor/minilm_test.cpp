@@ -37,7 +37,7 @@ TEST_CASE("all-MiniLM-L6-v2 loads through the ordinary loader and publishes and 
   auto cold = load_model(store.get(), plan);
   REQUIRE(cold.is_ok());
   CHECK(cold->report.path == LoadPath::miss);
-  CHECK(cold->report.publish->outcome() == std::string_view("published"));
+  CHECK(cold->publication.wait().outcome() == std::string_view("published"));
   auto warm = load_model(store.get(), plan);
   REQUIRE(warm.is_ok());
   CHECK(warm->report.path == LoadPath::hit);

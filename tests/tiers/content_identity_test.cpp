@@ -126,6 +126,7 @@ TEST_CASE("with content hashing, a copy of the checkpoint at another path hits i
   CHECK(copied.fingerprint == fingerprint_of(f.built));
   // The entry records the bytes, not where they were.
   auto store = *Store::open(test::test_config(f.cache), posix_file_system());
+  wait_for_publications();
   auto entries = list_entries(*store);
   REQUIRE(entries.is_ok());
   REQUIRE(entries->size() == 1);
@@ -175,6 +176,7 @@ TEST_CASE("without content hashing, a touched checkpoint loads as a hit in a new
   CHECK(touched.reason.find("1 checkpoint file changed identity since entry") != std::string::npos);
   CHECK(touched.fingerprint == built);
   auto store = *Store::open(test::test_config(f.cache), posix_file_system());
+  wait_for_publications();
   CHECK(list_entries(*store).value().size() == 1);
 
   // One byte changed, mtime put back: other bytes, so a miss, and the new entry is the one published.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -127,7 +128,9 @@ TEST_CASE("printable escapes invisible and format characters, so a name never pr
 // points fails here, and the table is brought up to date.
 TEST_CASE("printable escapes exactly the characters Unicode's data says are controls, format, space or ignorable",
           "[printable]") {
-  const std::string ucd = "/usr/share/unicode/";
+  // SNAPCACHE_UNICODE_DATA: where the package was unpacked instead (the GPU machine: tools/gpu/).
+  const char* unpacked = std::getenv("SNAPCACHE_UNICODE_DATA");
+  const std::string ucd = unpacked != nullptr ? std::string(unpacked) + "/" : "/usr/share/unicode/";
   std::ifstream data(ucd + "UnicodeData.txt");
   std::ifstream derived(ucd + "DerivedCoreProperties.txt");
   INFO("the Unicode Character Database: Debian's unicode-data package, which tools/setup.sh installs");

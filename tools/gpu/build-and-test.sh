@@ -8,4 +8,4 @@ mkdir -p .deps/prefix
 for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/prefix; done
 cmake --preset gpu 2>&1 | tee "$out/configure.log" | grep -E "snapcache:|Catch2|Found Torch|Error" || true
 cmake --build --preset gpu -j "$(nproc)" 2>&1 | tee "$out/build.log" | tail -n 3
-ctest --preset gpu 2>&1 | tee "$out/ctest.log" | tail -n 25
+SNAPCACHE_UNICODE_DATA="$PWD/.deps/prefix/usr/share/unicode" ctest --preset gpu 2>&1 | tee "$out/ctest.log" | tail -n 25
