@@ -35,7 +35,7 @@ RAW_FILE_CALLS = {
     "src/distributed/store_connection.cpp": "a TCP socket",
     "src/archive/transfer.cpp": "the caller's archive stream (a pipe, a terminal or a file the caller opened)",
     "src/methods/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
-    "src/gpu/pinned_pool.cpp": "anonymous mappings for pinned staging buffers (address space, no file)",
+    "src/util/host_memory.cpp": "anonymous huge-page mappings (address space, no file) and the kernel's /proc/meminfo",
     "tools/snapcache/commands/import.cpp": "the user's archive file",
     "tools/snapcache/commands/export.cpp": "the user's archive file",
     "tools/demo/demo_main.cpp": "the demo's own work directory",
