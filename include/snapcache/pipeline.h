@@ -342,7 +342,8 @@ struct LoadedModel {
   LoadReport report;
   // A cold load's publication, when it still runs in the background (report.publish is then
   // unset); wait() for its PublicationReport. It never writes host tensors handed out while it runs:
-  // a CPU load's publication writes a copy of them (or, where no copy fits, the load waits for it).
+  // a CPU load's publication writes a copy of them (or, where no copy fits, and in a group, which
+  // waits for every rank's publication anyway, the load waits for it).
   Publication publication;
 };
 

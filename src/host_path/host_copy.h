@@ -1,8 +1,8 @@
 // A copy of a load's host tensors in memory of its own, for a publication to write while the load
 // hands the originals out. A CPU load's caller may write into the tensors it gets at once (vLLM's
 // post-processing copies a converted weight back into its parameter), so a publication that read
-// the originals had to be waited for, at the disk's speed: a cold vLLM load of a 2.2 GB model spent
-// 9.2 s of its 13.0 s in that wait on the development machine (docs/performance.md).
+// the originals would have to be waited for, at the disk's speed (a 2.0 GiB vLLM entry wrote at
+// 0.49 GB/s on the development machine, docs/performance.md).
 #pragma once
 
 #include <cstddef>

@@ -100,9 +100,10 @@ class SnapshotTier final : public Tier {
       return {.note = "not published: " + same.to_string(), .publication = {}};
     if (load.plan.publish_in_background) {
       // A CPU load hands these very tensors out, and its caller may write into them at once: the
-      // publication writes a copy, so the load need not wait for the disk.
+      // publication writes a copy, so the load need not wait for the disk. A group waits for every
+      // rank's publication anyway: it publishes the tensors themselves.
       std::optional<NamedTensors> copy;
-      if (load.plan.device.is_cpu()) {
+      if (load.plan.device.is_cpu() && load.plan.group == nullptr) {
         StageTimer stage(load.report, "copy for the publication");
         auto copied = host_path::copy_host_tensors(tensors, util::worker_count());
         if (copied) {

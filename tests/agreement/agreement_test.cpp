@@ -28,6 +28,13 @@ TEST_CASE("group: eight ranks miss together, publish, then hit together with the
   REQUIRE_TEXT(cold[0]["decision"], contains, "snapshot missed on all 8 ranks");
   REQUIRE_TEXT(cold[0]["publication"], contains, "published on ranks 0-7");
   require_same_on_every_rank(cold, "publication");
+  // A group waits for every rank's publication before it returns, so the ranks publish the loaded
+  // tensors themselves: no copy of them.
+  for (auto& rank : cold) {
+    INFO("stages: " << rank["stages"]);
+    REQUIRE(contains(rank["stages"], "publish (wait: "));
+    REQUIRE_FALSE(contains(rank["stages"], "copy for the publication"));
+  }
   // Eight shards, eight entries, each sound.
   auto entries = list_entries(*f.store());
   REQUIRE(entries.is_ok());

@@ -5,6 +5,7 @@
 // line:
 //   group_ms <time to make the group>  path <hit|miss|fallback|ineligible>  tier <tier>
 //   decision <...>  publication <...>  reason <...>  ranks <each rank's answers>  agreement_ms <...>
+//   stages <the report's stage names>
 //   tensors <count>  fingerprint <hex>       or: error <status>
 //
 // usage: snapcache_rank_helper --checkpoint FILE --cache DIR --rank R --world W --port P
@@ -103,6 +104,13 @@ Args parse(int argc, char** argv) {
 std::string fmt_ranks(const std::vector<std::string>& ranks) {
   std::string out;
   for (std::size_t r = 0; r < ranks.size(); ++r) out += (out.empty() ? "" : "; ") + std::to_string(r) + ": " + ranks[r];
+  return out;
+}
+
+// "key, lookup, ordinary load, ...": the stages the load's report lists.
+std::string stage_names(const LoadReport& report) {
+  std::string out;
+  for (const StageTime& s : report.stages) out += (out.empty() ? "" : ", ") + s.stage;
   return out;
 }
 
@@ -258,7 +266,8 @@ int main(int argc, char** argv) {
               << "ranks " << one_line(fmt_ranks(r.group->ranks)) << "\n"
               << "tensors " << model->weights.size() << "\n"
               << "agreement_ms " << r.group->agreement_seconds * 1e3 << "\n"
-              << "load_ms " << r.seconds * 1e3 << std::endl;  // out before the forward pass, which may fail
+              << "load_ms " << r.seconds * 1e3 << "\n"
+              << "stages " << one_line(stage_names(r)) << std::endl;  // out before the forward pass, which may fail
     std::cout << "fingerprint " << demo::fingerprint(*model, demo::forward(dit, *model)) << std::endl;
   }
   return failed;
