@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/archive_forgery.h"
 #include "support/catch.h"
 #include "support/child_process.h"
 #include "support/kill_trials.h"
@@ -336,6 +337,31 @@ TEST_CASE("an archive declaring a data file far larger than its storages is refu
   CHECK(test::count_entries(target.path() + "/entries") == 1);
   CHECK(store->lookup(test::store_key(20)).result == LookupResult::hit);  // not evicted for it
   CHECK(store->lookup(test::store_key(21)).result == LookupResult::miss);
+}
+
+// The campaign's forgery (issue 47, item 10), through the library: rank 1's entry re-keyed as rank
+// 0, every checksum still right. Before archives were signed it imported, and rank 0's next
+// lookup was a hit with rank 1's weights.
+TEST_CASE("an unsigned archive is refused by default, such as rank 1's entry re-keyed as rank 0", "[archive][trust]") {
+  test::TempDir source_dir;
+  auto source = *Store::open(test::test_config(source_dir.path()));
+  Key rank1 = test::store_key(30);
+  rank1.topology = {1, 2, 0, 1, {}};
+  Key rank0 = rank1;
+  rank0.topology.tp_rank = 0;
+  REQUIRE(test::publish_raw(*source, rank1, test::raw_model(31)).result == PublishResult::published);
+  std::string archive_bytes;
+  REQUIRE(export_entries(*source, {key_id(rank1)}, string_sink(archive_bytes)).is_ok());
+  const std::string forged = test::rekey_archive(archive_bytes, [](Key& k) { k.topology.tp_rank = 0; });
+
+  test::TempDir target;
+  auto store = *Store::open(test::test_config(target.path()));
+  ImportSummary summary = import_archive(*store, string_source(forged));
+  INFO(summary.status.to_string());
+  CHECK(summary.status.code() == StatusCode::permission_denied);
+  CHECK(summary.entries.empty());
+  CHECK(nothing_left(target.path()));
+  CHECK(store->lookup(rank0).result == LookupResult::miss);
 }
 
 TEST_CASE("an export skips a busy entry and refuses to carry a damaged one", "[archive]") {

@@ -10,6 +10,7 @@
 
 #include "cli_fixtures.h"
 #include "cli_runner.h"
+#include "support/archive_forgery.h"
 #include "support/catch.h"
 
 using namespace snapcache;
@@ -51,6 +52,14 @@ int wait_exit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// store_key(seed) as TP rank `rank` of 2: the two ranks of one model differ in nothing else.
+Key rank_key(int seed, std::int64_t rank) {
+  Key key = store_key(seed);
+  key.topology.tp_rank = rank;
+  key.topology.tp_size = 2;
+  return key;
 }
 
 }  // namespace
@@ -206,4 +215,31 @@ TEST_CASE("cli config shows the secondary store and where it was set", "[cli][ar
   CHECK(contains(text.out, "secondary"));
   CHECK(contains(text.out, "/shared/snapcache"));
   CHECK(run_cli({"config"}, {"SNAPCACHE_SECONDARY_DIR=relative/dir"}).exit_code == 5);
+}
+
+// The campaign's forgery (issue 47, item 10): rank 1's entry exported, its key rewritten to rank
+// 0's (a self-consistent manifest: the checksums still prove the data), repacked. Before archives
+// were signed this imported cleanly and rank 0's next load was a hit with rank 1's weights.
+TEST_CASE("cli import refuses an unsigned archive by default, such as rank 1's entry re-keyed as rank 0",
+          "[cli][archive][trust]") {
+  Cache source;
+  REQUIRE(publish_raw(*source.store, rank_key(71, 1), raw_model(72)).result == PublishResult::published);
+  TempDir io;
+  const std::string archive = io / "rank1.snapcache";
+  auto exported = run_cli(with_dir(source, {"export", key_id(rank_key(71, 1)), "-o", archive}));
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  write_bytes(io / "forged.snapcache",
+              rekey_archive(read_bytes(archive), [](Key& k) { k.topology.tp_rank = 0; }));
+
+  Cache victim;
+  auto run = run_cli(with_dir(victim, {"import", io / "forged.snapcache"}));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(contains(run.err, "unsigned"));
+  CHECK(contains(run.err, "--trust-unsigned"));
+  CHECK(count_entries(victim.path() + "/entries") == 0);
+  CHECK(count_entries(victim.path() + "/tmp") == 0);
+  // Rank 0's load finds nothing: it loads its own weights from the checkpoint.
+  CHECK(victim.store->lookup(rank_key(71, 0)).result == LookupResult::miss);
 }
