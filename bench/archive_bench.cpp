@@ -1,6 +1,7 @@
 // Archive benchmark: `snapcache export` and `import` throughput and the archive's compression
 // ratio on real 16-bit weights, against plain zstd (libzstd, the same level and workers, no byte
-// grouping) on the same bytes, side by side in one run.
+// grouping) on the same bytes, side by side in one run; and what signing costs (the same export and
+// import of an unsigned archive).
 //
 //   snapcache_archive_bench --minilm PATH [--demo-mib N] [--level 3] [--threads N] [--dir DIR]
 //
@@ -15,6 +16,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dit_model.h"
@@ -91,7 +94,35 @@ struct Row {
   std::uint64_t bytes = 0;
   std::uint64_t archive = 0, plain = 0;
   double export_s = 0, import_s = 0, zstd_s = 0, unzstd_s = 0;
+  double unsigned_export_s = 0, unsigned_import_s = 0;
 };
+
+// Exports entry `id` of `source` into memory (signed with `key_file` unless it is empty) and imports
+// it into a new cache at `target`; the seconds of each.
+std::pair<double, double> export_import(Store& source, const std::string& id, Config target, int level,
+                                        std::size_t threads, const std::string& key_file, std::string& archive) {
+  archive.clear();
+  auto t0 = Clock::now();
+  auto exported = export_entries(source, {id}, [&](const void* d, std::size_t n) {
+    archive.append(static_cast<const char*>(d), n);
+    return Status::ok();
+  }, {.level = level, .threads = threads, .signing_key_file = key_file});
+  const double export_s = seconds_since(t0);
+  if (!exported) throw std::runtime_error(exported.status().to_string());
+  auto store = *Store::open(target);
+  std::size_t pos = 0;
+  t0 = Clock::now();
+  ImportSummary imported = import_archive(*store, [&](void* d, std::size_t n) -> Result<std::size_t> {
+    const std::size_t k = std::min(n, archive.size() - pos);
+    std::memcpy(d, archive.data() + pos, k);
+    pos += k;
+    return k;
+  }, {.trust_unsigned = key_file.empty()});
+  const double import_s = seconds_since(t0);
+  if (!imported.status || imported.entries.size() != 1 || imported.entries[0].result != ImportResult::imported)
+    throw std::runtime_error("import: " + imported.status.to_string());
+  return {export_s, import_s};
+}
 
 Row measure(const Model& m, const std::string& dir, int level, std::size_t threads) {
   Row row;
@@ -109,30 +140,21 @@ Row measure(const Model& m, const std::string& dir, int level, std::size_t threa
   if (source->publish(key, sources, m.tensors).result != PublishResult::published) throw std::runtime_error("publish");
   const std::string id = key_id(key);
 
+  // Signed, as archives travel: the digest and the signatures are part of what export and import
+  // cost; unsigned, for what they add.
+  const std::string key_file = dir + "/signing-key";
+  auto public_key = make_archive_signing_key(key_file);
+  if (!public_key) throw std::runtime_error(public_key.status().to_string());
   std::string archive;
   archive.reserve(m.bytes + (1 << 20));
-  auto t0 = Clock::now();
-  auto exported = export_entries(*source, {id}, [&](const void* d, std::size_t n) {
-    archive.append(static_cast<const char*>(d), n);
-    return Status::ok();
-  }, {.level = level, .threads = threads});
-  row.export_s = seconds_since(t0);
-  if (!exported) throw std::runtime_error(exported.status().to_string());
+  Config target = config;
+  target.directory = dir + "/unsigned-target";
+  std::tie(row.unsigned_export_s, row.unsigned_import_s) =
+      export_import(*source, id, target, level, threads, /*key_file=*/"", archive);
+  target.directory = dir + "/target";
+  target.trusted_archive_keys = {*public_key};
+  std::tie(row.export_s, row.import_s) = export_import(*source, id, target, level, threads, key_file, archive);
   row.archive = archive.size();
-
-  config.directory = dir + "/target";
-  auto target = *Store::open(config);
-  std::size_t pos = 0;
-  t0 = Clock::now();
-  ImportSummary imported = import_archive(*target, [&](void* d, std::size_t n) -> Result<std::size_t> {
-    const std::size_t k = std::min(n, archive.size() - pos);
-    std::memcpy(d, archive.data() + pos, k);
-    pos += k;
-    return k;
-  });
-  row.import_s = seconds_since(t0);
-  if (!imported.status || imported.entries.size() != 1 || imported.entries[0].result != ImportResult::imported)
-    throw std::runtime_error("import: " + imported.status.to_string());
 
   // Plain zstd: the same storage bytes, one stream, the same level and workers, no grouping.
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
@@ -141,7 +163,7 @@ Row measure(const Model& m, const std::string& dir, int level, std::size_t threa
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, static_cast<int>(threads));
   std::string plain;
   std::vector<char> out(ZSTD_CStreamOutSize());
-  t0 = Clock::now();
+  auto t0 = Clock::now();
   for (std::size_t i = 0; i <= m.storages.size(); ++i) {
     const bool last = i == m.storages.size();
     ZSTD_inBuffer in{last ? nullptr : m.storages[i].data(), last ? 0 : m.storages[i].size(), 0};
@@ -198,16 +220,17 @@ int main(int argc, char** argv) {
     std::remove(path.c_str());
   }
   std::printf("level %d, %zu zstd workers; MB/s of storage bytes (1 MB = 1e6 bytes)\n\n", level, threads);
-  std::printf("| model | data | archive ratio | plain zstd ratio | archive / plain | export MB/s | import MB/s | plain zstd compress MB/s | plain zstd decompress MB/s |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| model | data | archive ratio | plain zstd ratio | archive / plain | export MB/s | import MB/s | plain zstd compress MB/s | plain zstd decompress MB/s | unsigned export MB/s | unsigned import MB/s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& m : models) {
     (void)std::system(fmt::format("rm -rf '{}'", dir).c_str());
     Row r = measure(m, dir, level, threads);
     const double mb = static_cast<double>(r.bytes) / 1e6;
     const double ratio = static_cast<double>(r.bytes) / static_cast<double>(r.archive);
     const double plain = static_cast<double>(r.bytes) / static_cast<double>(r.plain);
-    std::printf("| %s | %.1f MB | %.3fx | %.3fx | %.2f | %.0f | %.0f | %.0f | %.0f |\n", r.model.c_str(), mb, ratio, plain,
-                ratio / plain, mb / r.export_s, mb / r.import_s, mb / r.zstd_s, mb / r.unzstd_s);
+    std::printf("| %s | %.1f MB | %.3fx | %.3fx | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.model.c_str(), mb,
+                ratio, plain, ratio / plain, mb / r.export_s, mb / r.import_s, mb / r.zstd_s, mb / r.unzstd_s,
+                mb / r.unsigned_export_s, mb / r.unsigned_import_s);
   }
   (void)std::system(fmt::format("rm -rf '{}'", dir).c_str());
   return 0;

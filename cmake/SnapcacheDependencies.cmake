@@ -56,6 +56,12 @@ if(NOT TARGET snapcache_dep::zstd)
   endif()
 endif()
 
+# --- libsodium: Ed25519 signatures of archives (who made them) and BLAKE2b digests -------------
+# Debian's libsodium-dev; never vendored: a crypto library takes its fixes from the distribution.
+if(NOT TARGET snapcache_dep::sodium)
+  snapcache_find_by_path(snapcache_dep::sodium sodium.h LIBRARY sodium)
+endif()
+
 # --- fmt --------------------------------------------------------------------------------------
 # The torch wheel ships its own fmt (12.x) in its include directory, which comes before the
 # system one in every target that links torch. To use exactly one fmt everywhere we use Debian's

@@ -34,6 +34,7 @@ RAW_FILE_CALLS = {
     "src/donor/list_donors.cpp": "lists the socket directory, not the cache",
     "src/distributed/store_connection.cpp": "a TCP socket",
     "src/archive/transfer.cpp": "the caller's archive stream (a pipe, a terminal or a file the caller opened)",
+    "src/archive/signing.cpp": "the user's key files, not the cache (created 0600 with O_EXCL, which FileSystem's modes do not say)",
     "src/methods/deferred_layout.cpp": "an anonymous mapping (address space, no file)",
     "src/util/host_memory.cpp": "anonymous huge-page mappings (address space, no file) and the kernel's /proc/meminfo",
     "tools/snapcache/commands/import.cpp": "the user's archive file",

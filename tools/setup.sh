@@ -18,7 +18,7 @@ fi
 deps_dir=${SNAPCACHE_DEPS_DIR:-$HOME/.cache/snapcache-deps}
 venv="$deps_dir/venv-torch-$torch_version"
 
-packages=(cmake ninja-build ccache pkg-config libxxhash-dev libzstd-dev libfmt-dev catch2
+packages=(cmake ninja-build ccache pkg-config libxxhash-dev libzstd-dev libsodium-dev libfmt-dev catch2
           nlohmann-json3-dev libcli11-dev
           unicode-data  # the Unicode Character Database, which printable()'s table is checked against
           clang libclang-rt-dev)  # the fuzz targets (tools/fuzz.sh): clang with libFuzzer

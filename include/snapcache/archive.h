@@ -1,7 +1,10 @@
 // Entries that travel between machines: export entries of a cache into one streamed, compressed
 // archive, and import an archive into another cache, every chunk checksum proven on the way and
 // each entry published atomically (`snapcache export ID... -o FILE|-`, `snapcache import FILE|-`;
-// docs/scale-out.md). The bytes are described in src/archive/archive_format.h. No torch.
+// docs/scale-out.md). An archive signed with a private key (Ed25519) proves who made it: an
+// import takes an archive only when it is signed by one of the store's trusted_archive_keys, or
+// when its caller says to trust archives whose authorship is not proven. The bytes are described
+// in src/archive/archive_format.h. No torch.
 #pragma once
 
 #include <cstddef>
@@ -26,9 +29,19 @@ using ArchiveSource = std::function<Result<std::size_t>(void* data, std::size_t 
 SNAPCACHE_API ArchiveSink fd_sink(int fd);
 SNAPCACHE_API ArchiveSource fd_source(int fd);
 
+// A new key pair for signing archives (Ed25519): the private key into `key_file` (created with
+// mode 0600; an existing file, a link included, is never overwritten) and its public key into
+// `key_file`.pub. Returns the public key as trusted_archive_keys takes it: "ed25519:" and 64 hex
+// digits.
+SNAPCACHE_API Result<std::string> make_archive_signing_key(const std::string& key_file);
+
 struct ExportOptions {
   int level = 3;            // zstd level, 1..19
   std::size_t threads = 0;  // zstd workers; 0: one per hardware thread, at most 16
+  // A private key file (make_archive_signing_key) to sign the archive with; empty: unsigned, which
+  // an import refuses unless told to trust unsigned archives. A key file others may read is
+  // refused.
+  std::string signing_key_file{};
 };
 
 struct ExportedEntry {
@@ -40,6 +53,7 @@ struct ExportedEntry {
 
 struct ExportSummary {
   std::vector<ExportedEntry> entries;
+  std::string signer;               // the public key that signed the archive; empty: unsigned
   std::uint64_t data_bytes = 0;     // storage bytes carried
   std::uint64_t archive_bytes = 0;  // bytes written to the sink
   double seconds = 0;
@@ -73,17 +87,32 @@ struct ImportedEntry {
 };
 
 struct ImportOptions {
+  // Who made an archive is proven only by a signature of a key in the store's
+  // trusted_archive_keys (Config): chunk checksums prove an entry whole, not that its weights are
+  // the ones its key names (anyone who can compute a key can write a self-consistent entry for
+  // it). Other archives (unsigned, of version 1, or signed by a key not trusted) are refused
+  // (permission_denied, saying how to sign or trust) unless this is set: then their entries are
+  // imported, recorded as of unproven authorship (EntryOriginKind::imported_unproven). A
+  // signature that does not hold is refused either way: it is not a lack of proof but a change.
+  bool trust_unsigned = false;
   // Asked about each entry before its bytes are written: a non-empty answer skips it, with that
   // reason (the `snapcache import --require-match` check, say).
-  std::function<std::string(const Key&)> screen;
-  std::function<void(const ImportedEntry&)> on_entry;  // hears each entry as it is decided
+  std::function<std::string(const Key&)> screen{};
+  std::function<void(const ImportedEntry&)> on_entry{};  // hears each entry as it is decided
 };
 
 struct ImportSummary {
   std::vector<ImportedEntry> entries;
   // ok, or why the archive could not be read to its end (not an archive, another version,
-  // truncated, a broken zstd frame). Entries decided before that stand: each is whole or absent.
+  // truncated, a broken zstd frame), or was refused before any entry (permission_denied: its
+  // authorship is not proven and trust_unsigned is not set). Entries decided before that stand:
+  // each is whole or absent.
   Status status;
+  // Once the archive's head is read: the public key it says signed it (empty: unsigned), and
+  // whether that key is one of the store's trusted_archive_keys. Each entry's seal is checked
+  // against the key before the entry is committed.
+  std::string signer;
+  bool signer_trusted = false;
   std::uint64_t data_bytes = 0;     // storage bytes read
   std::uint64_t archive_bytes = 0;  // bytes read from the source
   double seconds = 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "snapcache/status.h"
 #include "snapcache/export.h"
@@ -26,7 +27,12 @@ struct SNAPCACHE_API Config {
   // an entry found there is copied into this cache, every chunk proven, then served from here.
   // Empty: none. Never written, locked or repaired (docs/scale-out.md).
   std::string secondary_directory;
-  // Where each setting came from ("directory", "mode", "capacity", "reserve", "secondary").
+  // The public keys whose signatures prove who made an archive ("ed25519:" and 64 hex digits, as
+  // `snapcache keygen` prints them): `snapcache import` takes an archive signed by one of them,
+  // and refuses any other unless told to trust it (docs/scale-out.md). Empty: none.
+  std::vector<std::string> trusted_archive_keys;
+  // Where each setting came from ("directory", "mode", "capacity", "reserve", "secondary",
+  // "trusted_archive_keys").
   std::map<std::string, ConfigSource> sources;
   // The flag a caller set a setting from (ConfigSource::flag), "--capacity-gib": messages about
   // the setting name it, since that is what the user would change.
@@ -40,14 +46,15 @@ struct SNAPCACHE_API Config {
 
   // Defaults, then the settings file (see load), then SNAPCACHE_DIR, SNAPCACHE_DISABLE
   // (1/true/yes), SNAPCACHE_CAPACITY_GIB, SNAPCACHE_RESERVE_GIB (a number of GiB, see parse_gib),
-  // SNAPCACHE_SECONDARY_DIR (an absolute path; empty: none).
+  // SNAPCACHE_SECONDARY_DIR (an absolute path; empty: none), SNAPCACHE_TRUSTED_ARCHIVE_KEYS (keys
+  // separated by commas or spaces; empty: none).
   // An invalid value is an error that names the variable (or file and line) and the value.
   static Result<Config> from_environment();
   // The same, reading `config_file` if it is not empty, else $SNAPCACHE_CONFIG if set (both must
   // exist), else default_config_file() if it exists. The file is UTF-8 (a leading byte-order mark
   // is skipped) with `name = value` lines and `#` comments; names: directory, disable, capacity,
-  // reserve, secondary (sizes with units: 64GiB, 500GB; a bare number other than 0 is an error, see
-  // parse_size).
+  // reserve, secondary, trusted_archive_keys (sizes with units: 64GiB, 500GB; a bare number other
+  // than 0 is an error, see parse_size).
   static Result<Config> load(const std::string& config_file);
   // $XDG_CACHE_HOME/snapcache, else $HOME/.cache/snapcache, each variable only when it is an
   // absolute path (the XDG rule: a relative one is ignored). Empty when neither is: with no home

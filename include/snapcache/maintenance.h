@@ -58,6 +58,12 @@ struct EntryInfo {
   // changed or vanished since the entry was made (describe_checkpoint now gives another identity),
   // so every load of that path computes another key. Entries keyed by content are never stale.
   std::string stale;
+  // Where the entry came from, as this cache recorded it when it made the entry (origin.snap):
+  // published here, imported from an archive signed by a trusted key, imported with its
+  // authorship unproven, copied from the secondary store; unrecorded for entries made before
+  // snapcache recorded it, and when the record cannot be read (`origin_problem` says why).
+  EntryOrigin origin;
+  std::string origin_problem;
 };
 
 // "pid 1234 (python3), pid 99 (?)": lease holders as an operator wants to read them.

@@ -332,6 +332,8 @@ def test_a_secondary_store_fills_the_local_cache(plan, tmp_path, monkeypatch):
     assert "copied from the secondary store" in warm.report.reason
     for name, t in cold.weights.items():
         assert torch.equal(warm.weights[name], t)
-    # The copy is local now: the next load hits without the secondary store.
+    # The copy is local now: the next load hits without the secondary store, and names where the
+    # entry came from (recorded when it was copied).
     again = snapcache.load_model(plan, store=snapcache.Store.open(snapcache.Config(directory=tmp_path / "local")))
-    assert again.report.path is snapcache.LoadPath.hit and "secondary" not in again.report.reason
+    assert again.report.path is snapcache.LoadPath.hit and "every chunk proven" not in again.report.reason
+    assert f"entry copied from the secondary store {tmp_path / 'fleet'}; " in again.report.reason

@@ -9,9 +9,12 @@
 #include "util/fmt.h"
 
 #include "archive/archive_format.h"
+#include "archive/signing.h"
 #include "format/manifest.h"
+#include "format/public_key.h"
 #include "snapcache/manifest.h"
 #include "snapcache/text.h"
+#include "util/parallel.h"
 
 namespace snapcache::archive {
 namespace {
@@ -29,7 +32,8 @@ void put_u64(std::string& out, std::uint64_t v) { out.append(reinterpret_cast<co
 
 // --- encoder -------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<Encoder>> Encoder::open(const ArchiveSink& sink, int level, std::size_t threads) {
+Result<std::unique_ptr<Encoder>> Encoder::open(const ArchiveSink& sink, int level, std::size_t threads,
+                                               const SigningKey* signer) {
   if (level < 1 || level > ZSTD_maxCLevel())
     return Status(StatusCode::invalid_argument, fmt::format("zstd level {} is not in 1..{}", level, ZSTD_maxCLevel()));
   std::unique_ptr<Encoder> e(new Encoder(sink));
@@ -47,6 +51,13 @@ Result<std::unique_ptr<Encoder>> Encoder::open(const ArchiveSink& sink, int leve
   header.append(reinterpret_cast<const char*>(&version), 4);
   SNAPCACHE_RETURN_IF_ERROR(e->sink_(header.data(), header.size()));
   e->bytes_out_ += header.size();
+  e->signer_ = signer;
+  e->nonce_ = random_nonce();
+  std::string head(1, kHeadTag);
+  head.append(reinterpret_cast<const char*>(e->nonce_.data()), e->nonce_.size());
+  head += static_cast<char>(signer != nullptr ? SignerKind::ed25519 : SignerKind::none);
+  if (signer != nullptr) head.append(reinterpret_cast<const char*>(signer->public_key().data()), format::kPublicKeyBytes);
+  SNAPCACHE_RETURN_IF_ERROR(e->compress(head.data(), head.size()));
   return e;
 }
 
@@ -87,10 +98,32 @@ Status Encoder::begin_entry(const std::string& id, const std::string& manifest_b
   put_u64(head, manifest_bytes.size());
   SNAPCACHE_RETURN_IF_ERROR(compress(head.data(), head.size()));
   SNAPCACHE_RETURN_IF_ERROR(compress(manifest_bytes.data(), manifest_bytes.size()));
+  id_ = id;
+  if (signer_ != nullptr) {
+    manifest_digest_ = digest_of(manifest_bytes);
+    data_digest_.emplace(util::worker_count());
+    digest_fill_ = 0;
+  }
   manifest_ = &manifest;
   order_ = format::storages_in_file_order(manifest);
   next_ = 0;
   return next_storage();
+}
+
+void Encoder::digest(const std::byte* bytes, std::size_t size) {
+  // Blocks start at the storage's start, as the grammar cuts them, whatever pieces the bytes come in.
+  while (size > 0) {
+    if (digest_fill_ == 0) digest_block_ = data_digest_->block();
+    const std::size_t take = std::min(size, kGroupBlockBytes - digest_fill_);
+    std::memcpy(digest_block_ + digest_fill_, bytes, take);
+    bytes += take;
+    size -= take;
+    digest_fill_ += take;
+    if (digest_fill_ == kGroupBlockBytes) {
+      data_digest_->end_block(digest_fill_);
+      digest_fill_ = 0;
+    }
+  }
 }
 
 Status Encoder::flush_block() {
@@ -106,7 +139,9 @@ Status Encoder::data(const void* bytes, std::size_t size) {
   while (size > 0) {
     if (left_ == 0) return Status(StatusCode::invalid_argument, "more bytes than the entry's storages hold");
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, left_));
+    // The digest takes the plain bytes, whatever goes into the stream, each byte once.
     if (!grouped_) {
+      if (data_digest_) digest(p, n);
       SNAPCACHE_RETURN_IF_ERROR(compress(p, n));
       p += n;
       size -= n;
@@ -114,13 +149,21 @@ Status Encoder::data(const void* bytes, std::size_t size) {
     } else {
       // Blocks start at the storage's start, whatever pieces the bytes come in.
       const std::size_t take = std::min(n, kGroupBlockBytes - block_.size());
+      if (data_digest_) digest(p, take);
       block_.insert(block_.end(), p, p + take);
       p += take;
       size -= take;
       left_ -= take;
       if (block_.size() == kGroupBlockBytes || left_ == 0) SNAPCACHE_RETURN_IF_ERROR(flush_block());
     }
-    if (left_ == 0) SNAPCACHE_RETURN_IF_ERROR(next_storage());
+    if (left_ == 0) {
+      // The storage's last block, when shorter than a whole one.
+      if (data_digest_ && digest_fill_ > 0) {
+        data_digest_->end_block(digest_fill_);
+        digest_fill_ = 0;
+      }
+      SNAPCACHE_RETURN_IF_ERROR(next_storage());
+    }
   }
   return Status::ok();
 }
@@ -129,6 +172,14 @@ Status Encoder::end_entry() {
   if (left_ != 0 || next_ != order_.size())
     return Status(StatusCode::invalid_argument, "the entry's storages were not all written");
   manifest_ = nullptr;
+  if (signer_ != nullptr) {
+    const Signature signature =
+        signer_->sign(entry_statement(nonce_, entries_, id_, manifest_digest_, data_digest_->finish()));
+    data_digest_.reset();
+    std::string seal(1, kSealTag);
+    seal.append(reinterpret_cast<const char*>(signature.data()), signature.size());
+    SNAPCACHE_RETURN_IF_ERROR(compress(seal.data(), seal.size()));
+  }
   ++entries_;
   return Status::ok();
 }
@@ -136,6 +187,10 @@ Status Encoder::end_entry() {
 Status Encoder::finish() {
   std::string end(1, kEndTag);
   put_u64(end, entries_);
+  if (signer_ != nullptr) {
+    const Signature signature = signer_->sign(end_statement(nonce_, entries_));
+    end.append(reinterpret_cast<const char*>(signature.data()), signature.size());
+  }
   return compress(end.data(), end.size(), /*end_frame=*/true);
 }
 
@@ -163,12 +218,29 @@ Status Decoder::open() {
   bytes_in_ += got;
   if (got < sizeof header || std::string_view(header, kArchiveMagic.size()) != kArchiveMagic)
     return Status(StatusCode::foreign, "not a snapcache archive (no SNAPCACHE-ARCHV header)");
-  std::uint32_t version = 0;
-  std::memcpy(&version, header + kArchiveMagic.size(), 4);
-  if (version != kArchiveVersion)
-    return Status(StatusCode::foreign, fmt::format("archive version {}; this snapcache reads version {}", version,
-                                                   kArchiveVersion));
-  return Status::ok();
+  std::memcpy(&version_, header + kArchiveMagic.size(), 4);
+  if (version_ == kUnsignedArchiveVersion) return Status::ok();  // no head: unsigned
+  if (version_ != kArchiveVersion)
+    return Status(StatusCode::foreign, fmt::format("archive version {}; this snapcache reads versions {} and {}",
+                                                   version_, kUnsignedArchiveVersion, kArchiveVersion));
+  char tag = 0;
+  SNAPCACHE_RETURN_IF_ERROR(read_exact(&tag, 1, "the archive's head"));
+  if (tag != kHeadTag)
+    return Status(StatusCode::damaged, fmt::format("the archive's head is missing (found byte {})",
+                                                   static_cast<int>(static_cast<unsigned char>(tag))));
+  SNAPCACHE_RETURN_IF_ERROR(read_exact(nonce_.data(), nonce_.size(), "the archive's head"));
+  std::uint8_t kind = 0;
+  SNAPCACHE_RETURN_IF_ERROR(read_exact(&kind, 1, "the archive's head"));
+  switch (static_cast<SignerKind>(kind)) {
+    case SignerKind::none: return Status::ok();
+    case SignerKind::ed25519: {
+      PublicKey key{};
+      SNAPCACHE_RETURN_IF_ERROR(read_exact(key.data(), key.size(), "the archive's signer"));
+      signer_ = key;
+      return Status::ok();
+    }
+  }
+  return Status(StatusCode::damaged, fmt::format("the archive's head names an unknown kind of signer ({})", kind));
 }
 
 Result<std::size_t> Decoder::read_some(void* dst, std::size_t size) {
@@ -217,6 +289,15 @@ Result<std::optional<DecodedEntry>> Decoder::next() {
     if (count != entries_)
       return Status(StatusCode::damaged, fmt::format("the archive's end marker counts {} entries; it held {}", count,
                                                      entries_));
+    if (signer_) {
+      Signature signature{};
+      SNAPCACHE_RETURN_IF_ERROR(read_exact(signature.data(), signature.size(), "the signature of the end marker"));
+      if (!signature_holds(*signer_, end_statement(nonce_, count), signature))
+        return Status(StatusCode::damaged,
+                      fmt::format("the archive's end is not signed by its signer {}: it was changed after it was "
+                                  "signed (entries dropped from its end, say); the entries before it were each proven",
+                                  format::public_key_text(*signer_)));
+    }
     current_.reset();
     return std::optional<DecodedEntry>();
   }
@@ -248,6 +329,7 @@ Result<std::optional<DecodedEntry>> Decoder::next() {
                                                    "cannot be read",
                                                    where, e.id, manifest.status().message()));
   e.manifest = std::move(*manifest);
+  if (signer_) manifest_digest_ = digest_of(bytes);
   current_ = e;
   data_pending_ = true;
   ++entries_;
@@ -257,7 +339,12 @@ Result<std::optional<DecodedEntry>> Decoder::next() {
 Status Decoder::data(const Sink& sink) {
   if (!data_pending_ || !current_) return Status(StatusCode::invalid_argument, "no entry to read data of");
   data_pending_ = false;
+  seal_ = Status(StatusCode::damaged, "the entry's data and seal were not read to their end");
   const Manifest& m = current_->manifest;
+  // In a signed archive each block's plain bytes land in the digest's batch (the grammar's blocks
+  // are the digest's), and the sink reads them there.
+  std::optional<DataDigest> digest;
+  if (signer_) digest.emplace(util::worker_count());
   block_.resize(kGroupBlockBytes);
   plain_block_.resize(kGroupBlockBytes);
   for (std::uint32_t index : format::storages_in_file_order(m)) {
@@ -265,16 +352,35 @@ Status Decoder::data(const Sink& sink) {
     std::uint64_t left = m.storages[index].nbytes;
     while (left > 0) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, kGroupBlockBytes));
-      SNAPCACHE_RETURN_IF_ERROR(read_exact(block_.data(), n, "an entry's data"));
-      const std::byte* plain = block_.data();
+      std::byte* plain = digest ? digest->block() : grouped ? plain_block_.data() : block_.data();
       if (grouped) {
-        ungroup_bytes(block_.data(), plain_block_.data(), n);
-        plain = plain_block_.data();
+        SNAPCACHE_RETURN_IF_ERROR(read_exact(block_.data(), n, "an entry's data"));
+        ungroup_bytes(block_.data(), plain, n);
+      } else {
+        SNAPCACHE_RETURN_IF_ERROR(read_exact(plain, n, "an entry's data"));
       }
+      if (digest) digest->end_block(n);
       if (sink) SNAPCACHE_RETURN_IF_ERROR(sink(index, plain, n));
       left -= n;
     }
   }
+  seal_ = Status::ok();
+  if (!signer_) return Status::ok();
+  const std::string& id = current_->id;
+  char tag = 0;
+  SNAPCACHE_RETURN_IF_ERROR(read_exact(&tag, 1, "an entry's seal"));
+  if (tag != kSealTag)
+    return Status(StatusCode::damaged, fmt::format("entry {} of the archive ({}) carries no signature, though the "
+                                                   "archive is signed by {}",
+                                                   entries_, id, format::public_key_text(*signer_)));
+  Signature signature{};
+  SNAPCACHE_RETURN_IF_ERROR(read_exact(signature.data(), signature.size(), "an entry's seal"));
+  if (!signature_holds(*signer_, entry_statement(nonce_, entries_ - 1, id, manifest_digest_, digest->finish()),
+                       signature))
+    seal_ = Status(StatusCode::damaged,
+                   fmt::format("its signature does not hold for the archive's signer {}: the entry (its key, manifest "
+                               "or data) or its place in the archive was changed after the archive was signed",
+                               format::public_key_text(*signer_)));
   return Status::ok();
 }
 

@@ -2,15 +2,21 @@
 // reader and writer (store/entry_stream.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "util/fmt.h"
 
 #include "archive/archive_codec.h"
+#include "archive/archive_format.h"
+#include "archive/signing.h"
 #include "format/manifest.h"
+#include "format/public_key.h"
 #include "snapcache/archive.h"
+#include "snapcache/config.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
@@ -66,6 +72,13 @@ double since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+Result<std::string> make_archive_signing_key(const std::string& key_file) {
+  auto key = archive::SigningKey::generate();
+  if (!key) return key.status();
+  SNAPCACHE_RETURN_IF_ERROR(key->write_files(key_file));
+  return format::public_key_text(key->public_key());
+}
+
 Result<ExportSummary> export_entries(Store& store, const std::vector<std::string>& ids, const ArchiveSink& sink,
                                      const ExportOptions& options,
                                      const std::function<void(const ExportedEntry&)>& on_entry) {
@@ -77,7 +90,14 @@ Result<ExportSummary> export_entries(Store& store, const std::vector<std::string
     return sink(data, size);
   };
   const std::size_t threads = options.threads ? options.threads : util::worker_count();
-  auto encoder = archive::Encoder::open(counting, options.level, threads);
+  std::optional<archive::SigningKey> signer;
+  if (!options.signing_key_file.empty()) {
+    auto key = archive::SigningKey::from_file(options.signing_key_file);
+    if (!key) return key.status();
+    signer.emplace(std::move(*key));
+    summary.signer = format::public_key_text(signer->public_key());
+  }
+  auto encoder = archive::Encoder::open(counting, options.level, threads, signer ? &*signer : nullptr);
   if (!encoder) return encoder.status();
   for (const std::string& id : ids) {
     ExportedEntry e;
@@ -120,6 +140,38 @@ Result<ExportSummary> export_entries(Store& store, const std::vector<std::string
 
 namespace {
 
+// Why an archive whose authorship is not proven is refused, and what the user can do: sign it where
+// it is made, trust the key that signed it, or say to trust it as it is.
+Status unproven_authorship(const Config& config, const archive::Decoder& decoder, const std::string& signer) {
+  const std::string why =
+      "an entry's checksums prove it whole, not that its weights are the ones its key names (anyone who can compute "
+      "a key can write a self-consistent entry for it)";
+  const std::string trust_flag = "or, if you trust whoever made this archive, import it with --trust-unsigned, and its "
+                                 "entries are recorded as of unproven authorship";
+  if (signer.empty())
+    return Status(StatusCode::permission_denied,
+                  fmt::format("the archive is unsigned{}, so who made its entries cannot be proven: {}. Have it "
+                              "exported with `snapcache export --sign KEYFILE` and add that key's public key to "
+                              "trusted_archive_keys here; {}",
+                              decoder.version() == archive::kUnsignedArchiveVersion
+                                  ? " (archive format 1, from before snapcache signed archives)"
+                                  : "",
+                              why, trust_flag));
+  const std::string from = config.origin("trusted_archive_keys");
+  const std::string trusted =
+      config.trusted_archive_keys.empty()
+          ? std::string("no key is trusted here (trusted_archive_keys is not set)")
+          : fmt::format("the {} trusted here (trusted_archive_keys, from {}) do not include it",
+                        config.trusted_archive_keys.size() == 1 ? "one key" :
+                        fmt::format("{} keys", config.trusted_archive_keys.size()),
+                        from.empty() ? "the caller" : from);
+  return Status(StatusCode::permission_denied,
+                fmt::format("the archive is signed by {}, but {}: {}. If that is the key of whoever you trust to "
+                            "make archives, add it to trusted_archive_keys (the settings file, or "
+                            "SNAPCACHE_TRUSTED_ARCHIVE_KEYS); {}",
+                            signer, trusted, why, trust_flag));
+}
+
 ImportResult import_result_of(const PublishOutcome& out) {
   switch (out.result) {
     case PublishResult::published: return ImportResult::imported;
@@ -147,6 +199,18 @@ ImportSummary import_archive(Store& store, const ArchiveSource& source, const Im
     return summary;
   };
   if (Status st = decoder.open(); !st) return end(st);
+  // Who made the archive decides whether anything of it is written, before any entry is read.
+  const Config& config = store.config();
+  if (decoder.signer()) summary.signer = format::public_key_text(*decoder.signer());
+  summary.signer_trusted = !summary.signer.empty() &&
+                           std::find(config.trusted_archive_keys.begin(), config.trusted_archive_keys.end(),
+                                     summary.signer) != config.trusted_archive_keys.end();
+  if (!summary.signer_trusted && !options.trust_unsigned)
+    return end(unproven_authorship(config, decoder, summary.signer));
+  // Recorded by this importer from what it checked, never taken from the archive.
+  EntryOrigin origin;
+  origin.kind = summary.signer_trusted ? EntryOriginKind::imported_signed : EntryOriginKind::imported_unproven;
+  origin.signer = summary.signer;
   for (;;) {
     auto next = decoder.next();
     if (!next) return end(next.status());
@@ -163,7 +227,7 @@ ImportSummary import_archive(Store& store, const ArchiveSource& source, const Im
       decide(std::move(e));
       continue;
     }
-    auto begun = store::EntryWriter::begin(store, std::move(entry.manifest), entry.id);
+    auto begun = store::EntryWriter::begin(store, std::move(entry.manifest), origin, entry.id);
     if (!begun.writer) {
       // Nothing to write (present, no room, refused): its bytes are read past.
       if (Status st = decoder.data({}); !st) return end(st);
@@ -176,12 +240,15 @@ ImportSummary import_archive(Store& store, const ArchiveSource& source, const Im
     store::EntryWriter& writer = *begun.writer;
     Status written = Status::ok();
     // A chunk that fails its checksum refuses the entry; the rest of its bytes are read past (they
-    // stay in step with the stream) and the next entry is imported as usual.
+    // stay in step with the stream) and the next entry is imported as usual. So does a seal that
+    // does not hold, checked before the commit: nothing of an entry signed otherwise is kept.
     Status read = decoder.data([&](std::uint32_t, const void* data, std::size_t size) {
       if (written) written = writer.write(data, size);
       return Status::ok();
     });
-    PublishOutcome out = read ? writer.finish() : writer.abandon(read);
+    PublishOutcome out = !read               ? writer.abandon(read)
+                         : !decoder.seal()    ? writer.abandon(decoder.seal())
+                                              : writer.finish();
     summary.data_bytes += writer.received();
     e.result = import_result_of(out);
     e.reason = out.status.message();

@@ -6,11 +6,32 @@
 #include <cstdlib>
 #include <optional>
 #include <string_view>
+#include <vector>
 
+#include "format/public_key.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/text.h"
 
 namespace snapcache {
+namespace {
+
+// Every setting's names, once: the name `sources` and origin() use (what `snapcache config` shows),
+// its name in the settings file, and its environment variable.
+struct SettingNames {
+  const char* setting;
+  const char* in_file;
+  const char* variable;
+};
+constexpr SettingNames kSettings[] = {
+    {"directory", "directory", "SNAPCACHE_DIR"},
+    {"mode", "disable", "SNAPCACHE_DISABLE"},
+    {"capacity", "capacity", "SNAPCACHE_CAPACITY_GIB"},
+    {"reserve", "reserve", "SNAPCACHE_RESERVE_GIB"},
+    {"secondary", "secondary", "SNAPCACHE_SECONDARY_DIR"},
+    {"trusted_archive_keys", "trusted_archive_keys", "SNAPCACHE_TRUSTED_ARCHIVE_KEYS"},
+};
+
+}  // namespace
 
 const char* to_string(ConfigSource source) {
   switch (source) {
@@ -32,11 +53,8 @@ std::string Config::origin(const std::string& setting) const {
       return flag != flags.end() && !flag->second.empty() ? flag->second : "the caller";
     }
     case ConfigSource::environment:
-      if (setting == "directory") return "SNAPCACHE_DIR";
-      if (setting == "mode") return "SNAPCACHE_DISABLE";
-      if (setting == "capacity") return "SNAPCACHE_CAPACITY_GIB";
-      if (setting == "reserve") return "SNAPCACHE_RESERVE_GIB";
-      if (setting == "secondary") return "SNAPCACHE_SECONDARY_DIR";
+      for (const SettingNames& s : kSettings)
+        if (setting == s.setting) return s.variable;
       return "the environment";
   }
   return "";
@@ -107,6 +125,29 @@ std::optional<bool> parse_bool(std::string_view s) {
   return std::nullopt;
 }
 
+// Public keys separated by commas or white space, each checked and kept as its canonical text
+// (format/public_key.h), so a key compares equal however its hex digits were written.
+Result<std::vector<std::string>> parse_key_list(std::string_view text) {
+  std::vector<std::string> keys;
+  while (!text.empty()) {
+    const std::size_t start = text.find_first_not_of(", \t");
+    if (start == std::string_view::npos) break;
+    text.remove_prefix(start);
+    const std::size_t end = text.find_first_of(", \t");
+    auto key = format::parse_public_key(text.substr(0, end));
+    if (!key) return key.status();
+    keys.push_back(format::public_key_text(*key));
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end);
+  }
+  return keys;
+}
+
+std::string settings_in_file() {
+  std::string names;
+  for (const SettingNames& s : kSettings) names += std::string(names.empty() ? "" : ", ") + s.in_file;
+  return names;
+}
+
 // `name = value` lines, `#` comments. Errors name the file and line, so a person can fix them.
 Status apply_file(Config& c, const std::string& path) {
   auto fs = posix_file_system();
@@ -158,9 +199,14 @@ Status apply_file(Config& c, const std::string& path) {
       if (!bytes) return Status(StatusCode::invalid_argument, fmt::format("{}: {}: {}", where(), name, bytes.status().message()));
       (name == "capacity" ? c.capacity_bytes : c.reserve_free_bytes) = *bytes;
       c.sources[name] = ConfigSource::file;
+    } else if (name == "trusted_archive_keys") {
+      auto keys = parse_key_list(value);
+      if (!keys) return Status(StatusCode::invalid_argument, fmt::format("{}: {}: {}", where(), name, keys.status().message()));
+      c.trusted_archive_keys = std::move(*keys);
+      c.sources[name] = ConfigSource::file;
     } else {
       return Status(StatusCode::invalid_argument,
-                    fmt::format("{}: unknown setting '{}' (known: directory, disable, capacity, reserve, secondary)", where(), name));
+                    fmt::format("{}: unknown setting '{}' (known: {})", where(), name, settings_in_file()));
     }
   }
   c.config_file = path;
@@ -174,7 +220,7 @@ Result<Config> Config::from_environment() { return load(""); }
 Result<Config> Config::load(const std::string& config_file) {
   Config c;
   c.directory = default_directory();
-  for (const char* name : {"directory", "mode", "capacity", "reserve", "secondary"}) c.sources[name] = ConfigSource::default_value;
+  for (const SettingNames& s : kSettings) c.sources[s.setting] = ConfigSource::default_value;
 
   std::string file = config_file;
   if (const char* v = std::getenv("SNAPCACHE_CONFIG"); file.empty() && v != nullptr && *v != '\0') file = v;
@@ -199,6 +245,13 @@ Result<Config> Config::load(const std::string& config_file) {
     c.secondary_directory = v;
     while (c.secondary_directory.size() > 1 && c.secondary_directory.back() == '/') c.secondary_directory.pop_back();
     c.sources["secondary"] = ConfigSource::environment;
+  }
+  if (const char* v = std::getenv("SNAPCACHE_TRUSTED_ARCHIVE_KEYS"); v != nullptr) {
+    auto keys = parse_key_list(v);
+    if (!keys)
+      return Status(StatusCode::invalid_argument, fmt::format("SNAPCACHE_TRUSTED_ARCHIVE_KEYS: {}", keys.status().message()));
+    c.trusted_archive_keys = std::move(*keys);
+    c.sources["trusted_archive_keys"] = ConfigSource::environment;
   }
   if (const char* v = std::getenv("SNAPCACHE_DISABLE"); v != nullptr && *v != '\0') {
     auto disable = parse_bool(v);

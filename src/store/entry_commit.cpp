@@ -7,6 +7,7 @@
 #include "util/fmt.h"
 
 #include "format/manifest.h"
+#include "format/origin.h"
 #include "snapcache/extend/file_system.h"
 #include "snapcache/key.h"
 #include "snapcache/log.h"
@@ -73,6 +74,7 @@ PendingEntry::PendingEntry(PendingEntry&& other) noexcept
       lease_(std::move(other.lease_)),
       data_files_(std::move(other.data_files_)),
       manifest_(std::move(other.manifest_)),
+      origin_(std::move(other.origin_)),
       manifest_bytes_(other.manifest_bytes_),
       created_(other.created_) {
   other.created_ = false;
@@ -94,7 +96,7 @@ Result<UniqueFd> create_at_size(FileSystem& fs, const std::string& path, std::ui
 
 }  // namespace
 
-Status PendingEntry::reserve(const Manifest& manifest, std::uint64_t manifest_bytes) {
+Status PendingEntry::reserve(const Manifest& manifest, std::uint64_t manifest_bytes, const std::string& origin_bytes) {
   for (const DataFile& f : manifest.files) {
     auto fd = create_at_size(*fs_, file(f.name), f.size);
     if (!fd) return fd.status().with_context(f.name);
@@ -104,6 +106,10 @@ Status PendingEntry::reserve(const Manifest& manifest, std::uint64_t manifest_by
   if (!fd) return fd.status().with_context(kManifestFile);
   manifest_ = std::move(*fd);
   manifest_bytes_ = manifest_bytes;
+  auto origin = fs_->open(file(kOriginFile), OpenMode::create_read_only);
+  if (!origin) return origin.status().with_context(kOriginFile);
+  SNAPCACHE_RETURN_IF_ERROR(write_all(*fs_, origin->get(), origin_bytes.data(), origin_bytes.size(), 0).with_context(kOriginFile));
+  origin_ = std::move(*origin);
   return Status::ok();
 }
 
@@ -123,6 +129,7 @@ PendingEntry::~PendingEntry() {
 
 Result<PendingEntry::Commit> PendingEntry::commit(const std::string& final_path) {
   SNAPCACHE_RETURN_IF_ERROR(fs_->fsync(lease_.get()));
+  SNAPCACHE_RETURN_IF_ERROR(fs_->fsync(origin_.get()));
   SNAPCACHE_RETURN_IF_ERROR(fs_->fsync_directory(path_));
   if (Status st = fs_->rename(path_, final_path); !st) {
     if (st.sys_errno() == EEXIST || st.sys_errno() == ENOTEMPTY) return Commit::already_present;
@@ -132,8 +139,8 @@ Result<PendingEntry::Commit> PendingEntry::commit(const std::string& final_path)
   return Commit::done;
 }
 
-EntryCommit::EntryCommit(Store& store, const Key& key)
-    : store_(store), component_(key.component), started_(std::chrono::steady_clock::now()) {
+EntryCommit::EntryCommit(Store& store, const Key& key, EntryOrigin origin)
+    : store_(store), component_(key.component), origin_(std::move(origin)), started_(std::chrono::steady_clock::now()) {
   out_.entry_id = key_id(key);
 }
 
@@ -177,7 +184,9 @@ std::optional<PendingEntry> EntryCommit::begin(const Manifest& manifest) {
                                                  format_size(manifest_bytes), format_size(format::kMaxManifestBytes))});
     return std::nullopt;
   }
-  const std::uint64_t entry_bytes = out_.bytes + manifest_bytes + kLeaseTakenMark.size();
+  origin_.recorded_unix_ns = util::now_unix_ns();
+  const std::string origin_bytes = format::encode_origin(origin_);
+  const std::uint64_t entry_bytes = out_.bytes + manifest_bytes + kLeaseTakenMark.size() + origin_bytes.size();
   // Dead writers' leftovers first: no grace (a live writer holds its lease), no strays.
   (void)collect_garbage(store_, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = false});
   // Room is made and taken under one lock, so two publishers never both count the same room.
@@ -193,7 +202,7 @@ std::optional<PendingEntry> EntryCommit::begin(const Manifest& manifest) {
   auto entry = PendingEntry::create(
       fs, store_.config().directory + "/" + kTmpDir + "/" + out_.entry_id + "." + unique_suffix());
   Status st = entry.status();
-  if (st) st = entry->reserve(manifest, manifest_bytes);
+  if (st) st = entry->reserve(manifest, manifest_bytes, origin_bytes);
   if (!st) {
     finish(PublishResult::failed, st.with_context("publish"));
     return std::nullopt;

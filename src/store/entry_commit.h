@@ -32,9 +32,10 @@ class PendingEntry {
 
   // Creates the entry's files at their full sizes (data files read-only from the start: an
   // accidental write to a published entry, which every loader maps, is refused, and no chmod
-  // after the data changes the identity recorded for it). The room they take is what the next
-  // publisher measures (see ReservationLock in store/capacity.h).
-  Status reserve(const Manifest& manifest, std::uint64_t manifest_bytes);
+  // after the data changes the identity recorded for it), and writes its origin record, whose
+  // bytes are known now. The room they take is what the next publisher measures (see
+  // ReservationLock in store/capacity.h).
+  Status reserve(const Manifest& manifest, std::uint64_t manifest_bytes, const std::string& origin_bytes);
   // The reserved data file `index`, to write (the writer owns it from then on).
   UniqueFd take_data_file(std::size_t index) { return std::move(data_files_.at(index)); }
   // Writes the manifest into the file reserved for it, which it must fill exactly.
@@ -52,15 +53,18 @@ class PendingEntry {
   UniqueFd lease_;
   std::vector<UniqueFd> data_files_;
   UniqueFd manifest_;
+  UniqueFd origin_;
   std::uint64_t manifest_bytes_ = 0;
   bool created_ = false;  // the directory exists and is ours to remove
 };
 
 // One new entry's way into the cache, with its outcome (counted in stats.json and logged once,
-// as every publication's is).
+// as every publication's is). `origin` is what the entry records of where it came from
+// (origin.snap): the caller's own knowledge (it published, it checked an archive's signature, it
+// copied from the secondary store), never what the bytes' source says of itself.
 class EntryCommit {
  public:
-  EntryCommit(Store& store, const Key& key);
+  EntryCommit(Store& store, const Key& key, EntryOrigin origin);
 
   // Whether the store takes entries at all; when not, the outcome (skipped, with the reason) is final.
   bool takes_entries();
@@ -81,6 +85,7 @@ class EntryCommit {
  private:
   Store& store_;
   std::string component_;  // for the log line
+  EntryOrigin origin_;
   std::chrono::steady_clock::time_point started_;
   PublishOutcome out_;
 };

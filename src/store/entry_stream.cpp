@@ -89,8 +89,8 @@ Status EntryReader::read(const Sink& sink) const {
 
 // --- writing in ----------------------------------------------------------------------------------
 
-EntryWriter::Begun EntryWriter::begin(Store& store, Manifest manifest, const std::string& id) {
-  std::unique_ptr<EntryWriter> writer(new EntryWriter(store, std::move(manifest)));
+EntryWriter::Begun EntryWriter::begin(Store& store, Manifest manifest, EntryOrigin origin, const std::string& id) {
+  std::unique_ptr<EntryWriter> writer(new EntryWriter(store, std::move(manifest), std::move(origin)));
   EntryCommit& commit = writer->commit_;
   const Manifest& m = writer->manifest_;
   auto refuse = [&](StatusCode code, std::string why) -> Begun {
@@ -113,8 +113,8 @@ EntryWriter::Begun EntryWriter::begin(Store& store, Manifest manifest, const std
   return {std::move(writer), {}};
 }
 
-EntryWriter::EntryWriter(Store& store, Manifest manifest)
-    : store_(store), manifest_(std::move(manifest)), commit_(store_, manifest_.key),
+EntryWriter::EntryWriter(Store& store, Manifest manifest, EntryOrigin origin)
+    : store_(store), manifest_(std::move(manifest)), commit_(store_, manifest_.key, std::move(origin)),
       order_(format::storages_in_file_order(manifest_)), stream_bytes_(store::stream_bytes(manifest_)) {}
 
 EntryWriter::~EntryWriter() = default;  // an uncommitted pending entry removes itself

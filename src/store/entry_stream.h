@@ -68,9 +68,10 @@ class EntryWriter {
   };
   // `manifest` comes from elsewhere (an archive, another cache) and is not trusted: its layout is
   // validated, its data files must have the names this store gives them, and `id`, when not
-  // empty, must be key_id(manifest.key). The published entry keeps the key, layout and checksums
-  // and gets this machine's file identities.
-  static Begun begin(Store& store, Manifest manifest, const std::string& id = {});
+  // empty, must be key_id(manifest.key). The published entry keeps the key, layout and checksums,
+  // gets this machine's file identities, and records `origin` (what the caller proved of where it
+  // came from; see EntryCommit).
+  static Begun begin(Store& store, Manifest manifest, EntryOrigin origin, const std::string& id = {});
   ~EntryWriter();
 
   std::uint64_t stream_bytes() const { return stream_bytes_; }
@@ -85,7 +86,7 @@ class EntryWriter {
   PublishOutcome abandon(Status why);
 
  private:
-  EntryWriter(Store& store, Manifest manifest);
+  EntryWriter(Store& store, Manifest manifest, EntryOrigin origin);
   Status write_bytes(const void* data, std::uint64_t size);  // at pos_ of file_, hashing
   Status pad_to(std::uint64_t offset);                       // zeros up to `offset` of file_
   Status next_file();                                        // pads out the current file

@@ -162,6 +162,7 @@ class Collector {
     if (!names) return;
     for (const auto& e : *names) {
       bool known = e.name == store::kManifestFile || e.name == store::kLeaseFile || e.name == store::kStampFile ||
+                   e.name == store::kOriginFile ||
                    std::any_of(manifest->files.begin(), manifest->files.end(),
                                [&](const DataFile& f) { return f.name == e.name; });
       if (!known) stray(path + "/" + e.name, " in entry " + store::short_id(id));

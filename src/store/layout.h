@@ -32,6 +32,8 @@ inline constexpr const char* kTrashDir = "trash";
 inline constexpr const char* kManifestFile = "manifest.snap";
 inline constexpr const char* kLeaseFile = "lease";
 inline constexpr const char* kStampFile = "verified.snap";
+// Where the entry came from (format/origin.h), written by the cache that made it.
+inline constexpr const char* kOriginFile = "origin.snap";
 // What a publication writes into its lease once it holds the lock (see PendingEntry and gc).
 inline constexpr std::string_view kLeaseTakenMark = "L";
 inline constexpr const char* kDigestsFile = "digests.json";

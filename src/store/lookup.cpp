@@ -11,6 +11,7 @@
 #include "snapcache/text.h"
 #include "store/chunk_hashing.h"
 #include "store/entry_check.h"
+#include "store/entry_origin.h"
 #include "store/layout.h"
 #include "store/miss_record.h"
 #include "store/secondary.h"
@@ -186,8 +187,19 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     }
   }
   out.snapshot = std::move(*snap);
-  return finish(LookupResult::hit, secondary_note + (out.rehashed ? "data files changed identity; every chunk rehashed and verified"
-                                                                   : "data files unchanged (by identity) since their last full check"));
+  // Where the entry came from, unless this cache published it (the usual case, said by nothing)
+  // or this very lookup copied it (the note says so).
+  std::string origin_note;
+  if (secondary_note.empty()) {
+    const store::OriginRead read = store::read_origin(*fs_, path);
+    if (!read.unreadable.empty())
+      origin_note = "entry origin not known: its record cannot be read (" + read.unreadable + "); ";
+    else if (read.origin.kind != EntryOriginKind::published)
+      origin_note = "entry " + describe_origin(read.origin) + "; ";
+  }
+  return finish(LookupResult::hit, secondary_note + origin_note +
+                                       (out.rehashed ? "data files changed identity; every chunk rehashed and verified"
+                                                     : "data files unchanged (by identity) since their last full check"));
 }
 
 }  // namespace snapcache

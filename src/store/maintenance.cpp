@@ -16,6 +16,7 @@
 #include "store/chunk_hashing.h"
 #include "store/entry_claim.h"
 #include "store/entry_check.h"
+#include "store/entry_origin.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
 #include "store/stats.h"
@@ -191,6 +192,9 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
   info.verified_unix_ns = check.verified_unix_ns;
   info.manifest = std::move(check.manifest);
   if (info.manifest) info.stale = stale_reason(store, info.manifest->key);
+  store::OriginRead origin = store::read_origin(fs, info.path);
+  info.origin = std::move(origin.origin);
+  info.origin_problem = std::move(origin.unreadable);
   return info;
 }
 

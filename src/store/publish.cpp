@@ -129,7 +129,7 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
 
 PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sources,
                               std::vector<TensorRecord> tensors, const PublishOptions& options) {
-  store::EntryCommit commit(*this, key);
+  store::EntryCommit commit(*this, key, {.kind = EntryOriginKind::published});
   if (!commit.takes_entries()) return commit.outcome();
   if (options.chunk_size == 0)
     return commit.finish(PublishResult::failed, {StatusCode::invalid_argument, "chunk size must be positive"});

@@ -100,7 +100,9 @@ SecondaryAnswer copy_from_secondary(Store& store, const std::string& id) {
     return {Kind::unusable, fmt::format("{}: entry {} {}: {}", where, short_id(id),
                                         is_entry_damage(st.code()) ? "is damaged" : "cannot be read", st.message())};
   }
-  auto begun = EntryWriter::begin(store, reader->manifest(), id);
+  // What this cache knows of the entry: where it copied it from. The secondary store's own record
+  // (if any) is its writers' word, and is not carried over.
+  auto begun = EntryWriter::begin(store, reader->manifest(), {.kind = EntryOriginKind::secondary, .source = dir}, id);
   if (!begun.writer) {
     if (begun.outcome.result == PublishResult::already_present)  // another process copied it first
       return {Kind::copied, fmt::format("copied from {} by another process", where)};

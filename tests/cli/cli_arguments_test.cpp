@@ -169,7 +169,7 @@ TEST_CASE("cli help points to help that ships, and names the command as `snapcac
   CHECK(contains(top.out, "`snapcache help COMMAND`"));
   CHECK(contains(top.out, "`snapcache COMMAND --help`"));
   for (const char* command : {"ls", "inspect", "verify", "evict", "gc", "stats", "config", "why", "donors", "export",
-                              "import"}) {
+                              "import", "keygen"}) {
     INFO(command);
     auto run = run_cli({command, "--help"});
     CHECK(run.exit_code == 0);

@@ -70,12 +70,18 @@ TEST_CASE("a local miss is served from the secondary store in a new process, the
   }
   CHECK(tree_state(shared.path()) == before);  // nothing written, touched or locked-and-marked there
   chmod_tree(shared.path(), 0755, 0644);
-  // The copy is an ordinary local entry now: the next load hits it without the secondary store.
+  // The copy is an ordinary local entry now: the next load hits it without the secondary store,
+  // and names where it came from, as the copy recorded it (not the secondary store's own record).
   auto store = *Store::open(test::test_config(local.path()));
   auto hit = store->lookup(test::store_key(71), VerifyPolicy::trust_identity);
   REQUIRE(hit.result == LookupResult::hit);
   CHECK_FALSE(hit.rehashed);
-  CHECK_FALSE(has(hit.reason, "secondary"));
+  CHECK_FALSE(has(hit.reason, "every chunk proven"));
+  CHECK(has(hit.reason, "entry copied from the secondary store " + shared.path() + "; "));
+  auto info = entry_info(*store, key_id(test::store_key(71)));
+  REQUIRE(info.is_ok());
+  CHECK(info->origin.kind == EntryOriginKind::secondary);
+  CHECK(info->origin.source == shared.path());
   CHECK(test::same_data(*hit.snapshot, test::raw_model(71, 4)));
   CHECK(verify_entry(*store, key_id(test::store_key(71))).status.is_ok());
 }

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "snapcache/key.h"
 
@@ -16,9 +17,16 @@ namespace snapcache::test {
 // entry re-keyed as rank 0: `[](Key& k) { k.topology.tp_rank = 0; }`.
 std::string rekey_archive(const std::string& archive, const std::function<void(Key&)>& rekey);
 
-// The decompressed stream of an archive (what follows its 20-byte header), and an archive with the
-// same header around `content`: for tests that cut or splice what an archive says.
-std::string archive_content(const std::string& archive);
-std::string repack_archive(const std::string& archive, const std::string& content);
+// An archive's stream (what follows its 20-byte header, decompressed) in its parts, by the grammar
+// of src/archive/archive_format.h: the head ('H' to the signer's key; empty in version 1), each
+// entry ('E' to its seal, when signed), and the end marker (with its signature, when signed).
+struct ArchiveParts {
+  std::string head;
+  std::vector<std::string> entries;
+  std::string end;
+};
+ArchiveParts split_archive(const std::string& archive);
+// An archive with `header`'s 20-byte header (magic, version) around `parts`, compressed again.
+std::string join_archive(const std::string& header, const ArchiveParts& parts);
 
 }  // namespace snapcache::test

@@ -5,5 +5,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$root/.deps/debs"
 cd "$root/.deps/debs"
-apt-get download libxxhash-dev libxxhash0 catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 unicode-data >/dev/null
+apt-get download libxxhash-dev libxxhash0 libsodium-dev libsodium23 catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 unicode-data >/dev/null
 ls -1 "$root/.deps/debs"

@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
                        snapcache::kFormatVersion, torch.version,
                        torch.cuda_version.empty() ? "none" : torch.cuda_version, torch.cxx_abi);
   });
-  app.footer("Exit codes: 0 ok, 1 damage found, 2 bad arguments, 3 no such entry, 4 entries in use were left,\n"
-             "5 configuration or cache error.\n"
+  app.footer("Exit codes: 0 ok, 1 damage found or an archive refused, 2 bad arguments, 3 no such entry, 4 entries in\n"
+             "use were left, 5 configuration or cache error.\n"
              "`snapcache help COMMAND` (or `snapcache COMMAND --help`) shows a command's options.");
   app.require_subcommand(0, 1);
   Context ctx;
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       add_ls(app, ctx.options),    add_inspect(app, ctx.options), add_verify(app, ctx.options),
       add_evict(app, ctx.options), add_gc(app, ctx.options),      add_stats(app, ctx.options),
       add_config(app, ctx.options), add_why(app, ctx.options),   add_donors(app, ctx.options),
-      add_export(app, ctx.options), add_import(app, ctx.options),
+      add_export(app, ctx.options), add_import(app, ctx.options), add_keygen(app, ctx.options),
   };
   // `snapcache help [COMMAND]`: the same text as --help, for the way people ask.
   auto* help = app.add_subcommand("help", "Show the help of the tool, or of one command");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string_view>
 #include <type_traits>
 
@@ -49,6 +50,32 @@ std::string state_text(const EntryInfo& e) {
   // Its bytes are sound (the state says so), but no load reaches it any more: `inspect` says why.
   if (!e.stale.empty()) s += ", stale";
   return s;
+}
+
+std::string origin_text(const EntryInfo& e) {
+  const EntryOrigin& o = e.origin;
+  switch (o.kind) {
+    case EntryOriginKind::unrecorded: return "-";
+    case EntryOriginKind::published: return "here";
+    case EntryOriginKind::imported_signed: {
+      // The key's first digits, as ids are shortened: enough to tell a fleet's few keys apart.
+      const std::size_t prefix = std::string_view("ed25519:").size();
+      return "signed " + o.signer.substr(std::min(prefix, o.signer.size()), 12);
+    }
+    case EntryOriginKind::imported_unproven: return "unproven";
+    case EntryOriginKind::secondary: return "secondary";
+  }
+  return "?";
+}
+
+json origin_json(const EntryInfo& e) {
+  const EntryOrigin& o = e.origin;
+  const bool recorded = o.kind != EntryOriginKind::unrecorded;
+  return {{"kind", to_string(o.kind)},
+          {"signer", o.signer.empty() ? json(nullptr) : json(o.signer)},
+          {"source", o.source.empty() ? json(nullptr) : json(o.source)},
+          {"recorded_unix_ns", recorded ? json(o.recorded_unix_ns) : json(nullptr)},
+          {"words", describe_origin(o)}};
 }
 
 std::string describe_entry(const EntryInfo& e) {
@@ -168,7 +195,8 @@ json entry_summary_json(const EntryInfo& e) {
             {"topology", nullptr},
             {"dtype", nullptr},
             {"torch_version", nullptr},
-            {"created_unix_ns", nullptr}};
+            {"created_unix_ns", nullptr},
+            {"origin", origin_json(e)}};
   if (e.manifest) {
     const Key& k = e.manifest->key;
     json paths = json::array();

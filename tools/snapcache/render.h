@@ -20,6 +20,11 @@ std::string topology_text(const Topology& topology);
 std::string torch_text(const TorchIdentity& torch);
 // "ok", "damaged", "unfinished", "ok, leased by pid 12 (python3)".
 std::string state_text(const EntryInfo& entry);
+// Where the entry came from, in a word for `ls`: "here", "signed 3b6a41c29d0e" (the signer's first
+// 12 hex digits), "unproven", "secondary", "-" (not recorded).
+std::string origin_text(const EntryInfo& entry);
+// {"kind", "signer", "source", "recorded_unix_ns", "words"}: EntryOrigin, described.
+json origin_json(const EntryInfo& entry);
 // "dit, /models/x (8 files), tp 0/8 pp 0/1": enough to tell entries apart in a list.
 std::string describe_entry(const EntryInfo& entry);
 

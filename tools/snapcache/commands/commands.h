@@ -34,5 +34,6 @@ Command add_why(CLI::App& app, GlobalOptions& options);
 Command add_donors(CLI::App& app, GlobalOptions& options);
 Command add_export(CLI::App& app, GlobalOptions& options);
 Command add_import(CLI::App& app, GlobalOptions& options);
+Command add_keygen(CLI::App& app, GlobalOptions& options);
 
 }  // namespace snapcache::cli

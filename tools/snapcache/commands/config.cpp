@@ -1,5 +1,6 @@
 // snapcache config: the effective configuration and where each value came from.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands/commands.h"
 #include "render.h"
@@ -31,6 +32,9 @@ int run(Context& ctx) {
       {"reserve_bytes", "reserve", "reserve", c.reserve_free_bytes, size(c.reserve_free_bytes)},
       {"secondary", "secondary", "secondary", c.secondary_directory.empty() ? json(nullptr) : json(c.secondary_directory),
        c.secondary_directory.empty() ? "none" : c.secondary_directory},
+      {"trusted_archive_keys", "trusted archive keys", "trusted_archive_keys", c.trusted_archive_keys,
+       c.trusted_archive_keys.empty() ? "none (import refuses archives, unless --trust-unsigned)"
+                                      : fmt::format("{}", fmt::join(c.trusted_archive_keys, ", "))},
   };
   const std::string default_file = Config::default_config_file();
   if (ctx.options.json) {

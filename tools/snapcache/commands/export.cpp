@@ -1,5 +1,6 @@
 // snapcache export: entries into one streamed, compressed archive, to a file or stdout (for a
-// pipe: `snapcache export ID | ssh host snapcache import -`). Every chunk is proven while read.
+// pipe: `snapcache export ID | ssh host snapcache import -`). Every chunk is proven while read;
+// with --sign KEYFILE the archive is signed, so that the nodes that trust its key take it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ struct Options {
   std::string output;
   int level = 3;
   std::size_t threads = 0;
+  std::string sign;  // --sign KEYFILE
 };
 
 // A file is written beside its final name and renamed there once whole: an export that fails
@@ -102,9 +104,17 @@ int run(Context& ctx, const Options& o) {
   ExportOptions options;
   options.level = o.level;
   options.threads = o.threads;
+  options.signing_key_file = o.sign;
   auto summary = export_entries(store, ids, bar.enabled() ? counted : sink, options, on_entry);
   bar.finish();
-  if (!summary) throw CliError(is_entry_damage(summary.status().code()) ? kDamaged : kFailure, summary.status().message());
+  if (!summary) {
+    const StatusCode code = summary.status().code();
+    // A key file that is not one, or that others may read, is the user's to fix.
+    throw CliError(is_entry_damage(code) ? kDamaged
+                   : code == StatusCode::invalid_argument || code == StatusCode::permission_denied ? kUsage
+                                                                                                    : kFailure,
+                   summary.status().message());
+  }
   if (file) file->commit();
   const double ratio = summary->archive_bytes ? static_cast<double>(summary->data_bytes) / static_cast<double>(summary->archive_bytes) : 0;
   if (ctx.options.json) {
@@ -113,12 +123,18 @@ int run(Context& ctx, const Options& o) {
                 {"data_bytes", summary->data_bytes},
                 {"archive_bytes", summary->archive_bytes},
                 {"ratio", ratio},
-                {"seconds", summary->seconds}},
+                {"seconds", summary->seconds},
+                {"signer", summary->signer.empty() ? json(nullptr) : json(summary->signer)}},
                out);
   } else {
     say_to(out, "{} of {} into {} ({:.2f}x) in {:.2f} s\n", summary->entries.size() == 1 ? "1 entry" :
            fmt::format("{} entries", summary->entries.size()), size(summary->data_bytes), size(summary->archive_bytes),
            ratio, summary->seconds);
+    if (summary->signer.empty())
+      say_to(out, "unsigned: an import refuses it unless told --trust-unsigned (sign with --sign KEYFILE; "
+                  "`snapcache keygen` makes a key)\n");
+    else
+      say_to(out, "signed by {}: a node imports it when this key is in its trusted_archive_keys\n", summary->signer);
   }
   for (const auto& e : summary->entries)
     if (!e.status) return kBusy;
@@ -135,6 +151,10 @@ Command add_export(CLI::App& app, GlobalOptions& options) {
   cmd->add_option("-o,--output", o->output, "Archive file, or - for stdout")->required();
   cmd->add_option("--level", o->level, "zstd level (1..19)")->capture_default_str()->check(CLI::Range(1, 19));
   cmd->add_option("--threads", o->threads, "zstd workers (default: one per core, at most 16)");
+  cmd->add_option("--sign", o->sign,
+                  "Sign the archive with this private key (`snapcache keygen` makes one); importers that trust its "
+                  "public key take it, and refuse unsigned archives by default")
+      ->type_name("KEYFILE");
   add_common_options(*cmd, options);
   return {cmd, [o](Context& ctx) {
             if (o->ids.empty() && !o->all) throw CliError(kUsage, "name the entries to export, or --all");

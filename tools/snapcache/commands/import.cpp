@@ -1,6 +1,7 @@
 // snapcache import: entries from an archive (a file, or - for stdin) into the cache, every chunk
-// proven while read and each entry published atomically; says when this machine would never hit
-// an entry (another torch, a checkpoint keyed by file identity).
+// proven while read and each entry published atomically; only an archive signed by a trusted key
+// unless --trust-unsigned says to take one whose authorship is unproven; says when this machine
+// would never hit an entry (another torch, a checkpoint keyed by file identity).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ namespace {
 struct Options {
   std::string input;
   bool require_match = false;
+  bool trust_unsigned = false;
 };
 
 const char* label(ImportResult r) {
@@ -58,6 +60,7 @@ int run(Context& ctx, const Options& o) {
   const TorchIdentity here = current_torch_identity();
   json entries = json::array();
   ImportOptions options;
+  options.trust_unsigned = o.trust_unsigned;
   std::map<std::string, KeyMatch> matches;
   options.screen = [&](const Key& key) -> std::string {
     KeyMatch m = match_key_here(store.fs(), key, here);
@@ -99,8 +102,13 @@ int run(Context& ctx, const Options& o) {
     }
   }
   const double rate = summary.seconds > 0 ? static_cast<double>(summary.data_bytes) / summary.seconds : 0;
+  const char* authorship = summary.signer_trusted ? "proven" : "unproven";
+  // Entries were taken (or would have been) on the word of --trust-unsigned alone.
+  const bool taken_unproven = o.trust_unsigned && !summary.signer_trusted && (imported || present || summary.status);
   if (ctx.options.json) {
     print_json({{"entries", entries}, {"status", summary.status ? "ok" : "error"},
+                {"signer", summary.signer.empty() ? json(nullptr) : json(summary.signer)},
+                {"authorship", authorship},
                 {"reason", summary.status ? "" : summary.status.message()}, {"imported", imported},
                 {"already_present", present}, {"skipped", skipped}, {"refused", refused}, {"failed", failed},
                 {"data_bytes", summary.data_bytes}, {"archive_bytes", summary.archive_bytes},
@@ -109,10 +117,20 @@ int run(Context& ctx, const Options& o) {
     say("{} imported, {} already present, {} skipped, {} refused, {} failed; {} read in {:.2f} s ({}/s)\n",
         imported, present, skipped, refused, failed, size(summary.data_bytes), summary.seconds,
         size(static_cast<std::uint64_t>(rate)));
+    if (summary.signer_trusted)
+      say("signed by {}, a trusted key (trusted_archive_keys): the entries' authorship is proven\n", summary.signer);
+    else if (taken_unproven)
+      say("warning: {}; imported with --trust-unsigned: the entries' authorship is unproven (ls and inspect show "
+          "them as such)\n",
+          summary.signer.empty() ? std::string("the archive is unsigned")
+                                 : "the archive is signed by " + summary.signer + ", a key not trusted here");
   }
   if (!summary.status)
     print_error(fmt::format("{}: {}", o.input == "-" ? "stdin" : o.input, summary.status.message()));
-  if (refused || (!summary.status && is_entry_damage(summary.status.code()))) return kDamaged;
+  // Refused: an entry that failed a check, a damaged archive, or one whose authorship is not proven.
+  if (refused || (!summary.status && (is_entry_damage(summary.status.code()) ||
+                                      summary.status.code() == StatusCode::permission_denied)))
+    return kDamaged;
   if (failed || !summary.status) return kFailure;
   return kOk;
 }
@@ -125,6 +143,10 @@ Command add_import(CLI::App& app, GlobalOptions& options) {
   cmd->add_option("input", o->input, "Archive file, or - for stdin")->required();
   cmd->add_flag("--require-match", o->require_match,
                 "Skip entries a load on this machine would never hit (another torch, a checkpoint keyed by file identity)");
+  cmd->add_flag("--trust-unsigned", o->trust_unsigned,
+                "Also import an archive whose authorship is not proven (unsigned, or signed by a key not in "
+                "trusted_archive_keys): its entries' weights are whatever whoever made it put there; they are "
+                "recorded as of unproven authorship. A signature that does not hold is refused anyway");
   add_common_options(*cmd, options);
   return {cmd, [o](Context& ctx) { return run(ctx, *o); }};
 }

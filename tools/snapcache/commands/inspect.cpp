@@ -39,8 +39,16 @@ std::string verification_text(const EntryInfo& e) {
                                       : "; data files changed since, the next load rehashes");
 }
 
+// Where the entry came from and when this cache recorded it; why the record cannot be read.
+std::string origin_row(const EntryInfo& e) {
+  if (!e.origin_problem.empty()) return "not known: its record cannot be read (" + e.origin_problem + ")";
+  if (e.origin.kind == EntryOriginKind::unrecorded) return describe_origin(e.origin);
+  return fmt::format("{} ({})", describe_origin(e.origin), when(e.origin.recorded_unix_ns));
+}
+
 json inspect_json(const EntryInfo& e) {
   json j = entry_summary_json(e);
+  j["origin_problem"] = e.origin_problem.empty() ? json(nullptr) : json(e.origin_problem);
   j["verified_unix_ns"] = e.verified_unix_ns ? json(*e.verified_unix_ns) : json(nullptr);
   j["identity_trusted"] = e.identity_trusted;
   j["key"] = nullptr;
@@ -212,6 +220,7 @@ void print_text(const EntryInfo& e, const Detail& detail) {
     head.add({"size", size(e.bytes) + " on disk"});
   }
   head.add({"last use", fmt::format("{} ({})", when(e.last_use_unix_ns), ago(e.last_use_unix_ns))});
+  if (e.state != EntryState::unfinished) head.add({"origin", origin_row(e)});
   if (e.manifest) head.add({"verified", verification_text(e)});
   head.add({"leases", e.leased ? describe_processes(e.lease_holders) : "none"});
   head.print();

@@ -25,7 +25,7 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
               return kOk;
             }
             Table table({"ID", "COMPONENT", "CHECKPOINT", "TOPOLOGY", "DTYPE", "TORCH", "SIZE", "AGE", "LAST USE",
-                         "STATE"});
+                         "ORIGIN", "STATE"});
             table.right_align(6);
             std::size_t leased = 0;
             for (const auto& e : entries) {
@@ -33,14 +33,16 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
               if (!e.manifest) {
                 std::int64_t created = e.state == EntryState::unfinished ? e.last_use_unix_ns : 0;
                 table.add({e.id.substr(0, 12), "-", "-", "-", "-", "-", size(e.bytes), ago(created),
-                           e.state == EntryState::unfinished ? "-" : ago(e.last_use_unix_ns), state_text(e)});
+                           e.state == EntryState::unfinished ? "-" : ago(e.last_use_unix_ns), origin_text(e),
+                           state_text(e)});
                 continue;
               }
               const Key& k = e.manifest->key;
               table.add({e.id.substr(0, 12), k.component.empty() ? "-" : k.component, checkpoint_text(k),
                          topology_text(k.topology), k.dtype.empty() ? "-" : k.dtype,
                          k.torch.version.empty() ? "-" : k.torch.version, size(e.bytes),
-                         ago(e.manifest->creation.created_unix_ns), ago(e.last_use_unix_ns), state_text(e)});
+                         ago(e.manifest->creation.created_unix_ns), ago(e.last_use_unix_ns), origin_text(e),
+                         state_text(e)});
             }
             if (!table.empty()) table.print();
             say("{} {}{}, {} of {} capacity\n", entries.size(), entries.size() == 1 ? "entry" : "entries",
