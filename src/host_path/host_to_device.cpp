@@ -33,6 +33,7 @@ const StoredBytes* ServedStorages::stored(const c10::StorageImpl* storage) const
 Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, NamedTensors& tensors,
                                      ServedStorages& served, methods::DeferredLayouts* deferred, const MethodObserver& observe) {
   std::set<std::string> written_in_place;  // targets of methods that may write their storages
+  const std::vector<std::string> no_names;
   StageTimer post(report, "post-load");
   std::optional<methods::DeferredLayouts::Scope> scope;
   if (deferred != nullptr) scope.emplace(*deferred);
@@ -43,9 +44,10 @@ Result<HostStorages> prepare_on_host(const LoadPlan& plan, LoadReport& report, N
       std::vector<std::string> targets = method->targets(tensors);
       if (observe) observe(m, tensors, targets);
       const MethodProperties properties = method->properties();
+      // What the method reads must be in host memory: its targets, or every tensor (an empty list).
       if (deferred != nullptr)
-        SNAPCACHE_RETURN_IF_ERROR(properties.reads_only_targets ? deferred->materialize(tensors, targets)
-                                                                : deferred->materialize(tensors));
+        if (Status read = deferred->materialize(tensors, properties.reads_only_targets ? targets : no_names); !read)
+          return read;
       if (properties.writes == PostLoadWrites::may_write_in_place)
         for (const auto wanted = methods::name_set(targets); auto& [name, t] : tensors)
           if (wanted.count(name) != 0) {
@@ -94,8 +96,10 @@ Status materialize_pending(methods::DeferredLayouts* deferred, const NamedTensor
 // does (docs/performance.md).
 constexpr std::uint64_t kStagedUploadMinBytes = 64ull << 20;
 
-Result<Uploaded> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors,
-                             const HostStorages& host) {
+// `write_first`: conversions still pending, written into host memory before the uploader runs.
+Result<Uploaded> upload_with(Uploader& uploader, const LoadPlan& plan, const NamedTensors& tensors, HostStorages& host,
+                             methods::DeferredLayouts* write_first) {
+  if (Status st = materialize_pending(write_first, tensors, host); !st) return st;
   auto device = guarded([&] { return uploader.upload(tensors, host, plan.device); });
   if (!device) return device.status().with_context(fmt::format("upload to {} ({})", plan.device.str(), uploader.name()));
   if (device->tensors.size() != tensors.size())
@@ -129,25 +133,21 @@ Result<Uploaded> upload(const LoadPlan& plan, const std::shared_ptr<Uploader>& u
   // On the CPU the uploader hands the host tensors out as they are (the plain copy moves nothing):
   // no upload happened, so the report lists none, unless it failed.
   const bool moves = !plan.device.is_cpu();
-  const auto succeeded = [&](StageTimer& stage) { moves ? stage.done(host.total_bytes()) : stage.skip(); };
-  {
-    StageTimer stage(report, "upload");
-    auto device = upload_with(*uploader, plan, tensors, host);
+  // The per-storage copy is every other uploader's fallback, on host bytes with every conversion
+  // written; a damaged entry is not retried.
+  const std::shared_ptr<Uploader> fallback = per_storage_uploader();
+  for (bool is_fallback = false;; is_fallback = true) {
+    Uploader& by = is_fallback ? *fallback : *uploader;
+    StageTimer stage(report, is_fallback ? "upload (fallback)" : "upload");
+    auto device = upload_with(by, plan, tensors, host, is_fallback ? deferred : nullptr);
     if (device) {
-      succeeded(stage);
+      moves ? stage.done(host.total_bytes()) : stage.skip();
       return device;
     }
-    if (uploader == per_storage_uploader() || device.status().code() == StatusCode::damaged)
-      return stage.fail(device.status());
+    if (&by == fallback.get() || device.status().code() == StatusCode::damaged) return stage.fail(device.status());
     stage.fail(device.status().to_string());
     report.reason += (report.reason.empty() ? "" : "; ") + device.status().to_string() + "; uploaded by the per-storage copy instead";
   }
-  StageTimer stage(report, "upload (fallback)");
-  if (Status st = materialize_pending(deferred, tensors, host); !st) return stage.fail(st);
-  auto device = upload_with(*per_storage_uploader(), plan, tensors, host);
-  if (!device) return stage.fail(device.status());
-  succeeded(stage);
-  return device;
 }
 
 Result<Uploaded> to_device(const LoadPlan& plan, LoadReport& report, TierAnswer& served) {
