@@ -341,9 +341,11 @@ struct LoadedModel {
   DerivedBuffers derived;
   LoadReport report;
   // A cold load's publication, when it still runs in the background (report.publish is then
-  // unset); wait() for its PublicationReport. It never writes host tensors handed out while it runs:
-  // a CPU load's publication writes a copy of them (or, where no copy fits, and in a group, which
-  // waits for every rank's publication anyway, the load waits for it).
+  // unset); wait() for its PublicationReport. A CPU load hands out the tensors it publishes: the
+  // publication writes only the bytes they had when they were handed out, else it fails (mismatch)
+  // and keeps nothing, and the key's next load publishes a copy (where neither a fingerprint nor a
+  // copy can be taken, and in a group, which waits for every rank's publication anyway, the load
+  // waits for it).
   Publication publication;
 };
 

@@ -68,7 +68,7 @@ void decide_path(LoadReport& report, const std::vector<TierAnswer>& passed, cons
 struct Load {
   LoadContext context;
   Publication publication;
-  bool publication_reads_served = false;  // it reads the served host tensors themselves (Kept)
+  bool publication_needs_served_unchanged = false;  // Kept::publication_needs_tensors_unchanged
   host_path::UploadAhead* ahead = nullptr;  // the upload while a streaming loader runs, if any
 };
 
@@ -80,13 +80,13 @@ void await_publication(Load& load, const std::string& why) {
   const std::string note = tiers::record_publication(report.publish.emplace(load.publication.wait()), stage);
   if (!note.empty()) report.reason += (report.reason.empty() ? "" : "; ") + note;
   load.publication = Publication();
-  load.publication_reads_served = false;
+  load.publication_needs_served_unchanged = false;
 }
 
 // Waits for the load's background publication only where it reads the served host tensors, which
 // are about to change or be handed out; one that writes a copy goes on.
 void await_publication_of_served(Load& load, const std::string& why) {
-  if (load.publication_reads_served) await_publication(load, why);
+  if (load.publication_needs_served_unchanged) await_publication(load, why);
 }
 
 // The uploader the plan names, else the one host_path::default_uploader() would pick for its
@@ -186,7 +186,7 @@ Result<NamedTensors> handed_out(Load& load, const TierAnswer& served, Uploaded d
     await_publication(load, "the load failed");
     return st;
   }
-  if (load.publication.started() && load.publication_reads_served) {
+  if (load.publication.started() && load.publication_needs_served_unchanged) {
     const host_path::ServedStorages served_storages(served.storages);
     if (std::any_of(device.tensors.begin(), device.tensors.end(),
                     [&](const auto& nt) { return served_storages.contains(nt.second); }))
@@ -214,7 +214,7 @@ void keep_in_missed_tiers(Load& load, const std::vector<std::shared_ptr<Tier>>& 
     if (!kept.publication.started()) continue;
     await_publication(load, "the " + tiers[i]->name() + " tier keeps the weights too");
     load.publication = std::move(kept.publication);
-    load.publication_reads_served = kept.publication_reads_tensors;
+    load.publication_needs_served_unchanged = kept.publication_needs_tensors_unchanged;
   }
 }
 

@@ -1,8 +1,9 @@
 // A copy of a load's host tensors in memory of its own, for a publication to write while the load
-// hands the originals out. A CPU load's caller may write into the tensors it gets at once (vLLM's
-// post-processing copies a converted weight back into its parameter), so a publication that read
-// the originals would have to be waited for, at the disk's speed (a 2.0 GiB vLLM entry wrote at
-// 0.49 GB/s on the development machine, docs/performance.md).
+// hands the originals out to a caller known to write into them: a plan whose post-load methods may
+// write in place, or a key whose caller did so while its tensors were published before (then their
+// fingerprint did not hold, Store::publish failed, and the store remembers it). Other CPU loads
+// publish the originals by their fingerprint (PublishOptions::expected_chunk_hashes), which costs
+// one read of the bytes instead of fresh memory (docs/performance.md).
 #pragma once
 
 #include <cstddef>

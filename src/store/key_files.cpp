@@ -1,11 +1,12 @@
 // Key files: the key of a load, written to a file so a miss can be explained after the fact.
 // Lookups record each missed key in <dir>/misses/<id>.key, the lookup's reason for the miss in
 // <id>.reason beside it, and keep the newest kMaxRecordedMisses; a load that failed after the
-// miss adds <id>.failed, its error.
+// miss adds <id>.failed, its error; a publication whose sources changed under it, <id>.changed.
 #include <algorithm>
 #include <cstring>
 
 #include "snapcache/extend/file_system.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "store/layout.h"
@@ -35,7 +36,8 @@ constexpr std::size_t kMaxRecordedMisses = 64;
 constexpr const char* kKeySuffix = ".key";
 constexpr const char* kReasonSuffix = ".reason";
 constexpr const char* kFailedSuffix = ".failed";
-constexpr const char* kRecordSuffixes[] = {kKeySuffix, kReasonSuffix, kFailedSuffix};
+constexpr const char* kChangedSuffix = ".changed";
+constexpr const char* kRecordSuffixes[] = {kKeySuffix, kReasonSuffix, kFailedSuffix, kChangedSuffix};
 constexpr std::uint64_t kMaxReasonBytes = 16u << 10;  // a line of a report; anything longer is not ours
 
 FileSystem& side_fs() {
@@ -85,16 +87,30 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
     for (const char* suffix : kRecordSuffixes) (void)fs.remove_file(dir + "/" + found[i].name.substr(0, 32) + suffix);
 }
 
-void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
-                    const std::string& reason) {
+namespace {
+
+// Replaced by rename, as every record: a planted link keeps its bytes. The key is written again
+// (the record this one belongs to, newest now) in case the miss's record was trimmed.
+void record_beside_miss(const std::string& cache_directory, const Key& key, const std::string& id, const char* suffix,
+                        const std::string& reason) {
   FileSystem& fs = side_fs();
   const std::string dir = cache_directory + "/" + kMissesDir;
   if (!make_directories(fs, dir)) return;
   if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
-  // Replaced by rename, as every record: a planted link keeps its bytes. The key is written again
-  // (the record the failure belongs to, newest now) in case the miss's record was trimmed.
-  if (!write_file_atomic(fs, dir + "/" + id + kFailedSuffix, reason.substr(0, kMaxReasonBytes))) return;
+  if (!write_file_atomic(fs, dir + "/" + id + suffix, reason.substr(0, kMaxReasonBytes))) return;
   (void)write_key_file(fs, dir + "/" + id + kKeySuffix, key);
+}
+
+}  // namespace
+
+void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
+                    const std::string& reason) {
+  record_beside_miss(cache_directory, key, id, kFailedSuffix, reason);
+}
+
+void record_changed_sources(const std::string& cache_directory, const Key& key, const std::string& id,
+                            const std::string& reason) {
+  record_beside_miss(cache_directory, key, id, kChangedSuffix, reason);
 }
 
 }  // namespace store
@@ -112,6 +128,12 @@ std::vector<RecordedMiss> recorded_misses(const Store& store) {
                    failure ? std::move(*failure) : std::string()});
   }
   return out;
+}
+
+bool sources_changed_while_published(const Store& store, const Key& key) {
+  const std::string path = store.config().directory + "/" + store::kMissesDir + "/" + key_id(key) + store::kChangedSuffix;
+  auto st = store::side_fs().stat(path, Follow::no);
+  return st && st->is_regular;
 }
 
 void record_failed_load(const Store& store, const Key& key, const std::string& reason) {

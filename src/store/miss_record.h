@@ -18,7 +18,13 @@ void record_miss(const std::string& cache_directory, const Key& key, const std::
 void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
                     const std::string& reason);
 
-// Whether `name` in misses/ is one record_miss writes (<id>.key, <id>.reason, <id>.failed): gc removes others.
+// A publication of `key` found its sources changed under it (PublishOptions::expected_chunk_hashes):
+// <id>.changed, `reason` the chunk that differed, so the key's next publication writes a copy. Best
+// effort, as record_miss, and trimmed with the key's miss record.
+void record_changed_sources(const std::string& cache_directory, const Key& key, const std::string& id,
+                            const std::string& reason);
+
+// Whether `name` in misses/ is one record_miss writes (<id>.key, <id>.reason, <id>.failed, <id>.changed): gc removes others.
 bool is_miss_record_name(const std::string& name);
 
 }  // namespace snapcache::store

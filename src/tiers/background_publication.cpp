@@ -55,21 +55,23 @@ class Registry {
 
 }  // namespace
 
-Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, NamedTensors tensors) {
+Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, NamedTensors tensors,
+                                  PublishOptions options) {
   Registry& registry = Registry::instance();  // constructed before the thread starts, so destroyed after it ends
   struct Job {
     std::shared_ptr<Store> store;
     Key key;
     NamedTensors tensors;
+    PublishOptions options;
   };
   // The shared state of std::async keeps its callable until the last future goes; the job is moved
   // out when it runs, so the host tensors and the store are released as soon as it ends.
-  auto job = std::make_unique<Job>(Job{std::move(store), key, std::move(tensors)});
+  auto job = std::make_unique<Job>(Job{std::move(store), key, std::move(tensors), std::move(options)});
   std::shared_future<PublicationReport> report =
       std::async(std::launch::async, [job = std::move(job)]() mutable {
         const std::unique_ptr<Job> mine = std::move(job);
         try {
-          return publication_report(publish_tensors(*mine->store, mine->key, mine->tensors));
+          return publication_report(publish_tensors(*mine->store, mine->key, mine->tensors, mine->options));
         } catch (...) {
           PublicationReport failed;
           failed.status = status_of_current_exception().with_context("background publication");

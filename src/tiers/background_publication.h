@@ -11,8 +11,10 @@
 
 namespace snapcache::tiers {
 
-// publish_tensors(*store, key, tensors) on its own thread; the tensors must not change until it ends.
-Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, NamedTensors tensors);
+// publish_tensors(*store, key, tensors, options) on its own thread; the tensors must not change until
+// it ends, unless `options` holds their fingerprint (PublishOptions::expected_chunk_hashes).
+Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, NamedTensors tensors,
+                                  PublishOptions options = {});
 
 // Waits for this process's publication of `key`, if one is running.
 void wait_for_publication_of(const Key& key);

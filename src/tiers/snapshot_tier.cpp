@@ -1,9 +1,13 @@
 // The disk tier: a verified, leased snapshot entry mapped privately; a cold load is published.
+#include <algorithm>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "host_path/host_copy.h"
 #include "snapcache/extend/host_storage.h"
+#include "snapcache/extend/post_load.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/extend/store_tensors.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/key.h"
@@ -16,6 +20,41 @@
 
 namespace snapcache {
 namespace {
+
+// The chunk checksums of the entry `tensors` make, taken before the load hands them out (in the
+// report's stage); nothing when they cannot be taken, and the load then waits for the publication.
+std::optional<std::vector<std::uint64_t>> fingerprint_to_publish(LoadContext& load, const NamedTensors& tensors) {
+  StageTimer stage(load.report, "fingerprint for the publication");
+  auto captured = capture_tensors(tensors);
+  auto fingerprint = captured ? fingerprint_sources(captured->storages) : Result<std::vector<std::uint64_t>>(captured.status());
+  if (!fingerprint) {
+    stage.fail(fingerprint.status().to_string() + "; the load waits for the publication instead");
+    return std::nullopt;
+  }
+  std::uint64_t bytes = 0;
+  for (const StorageSource& s : captured->storages) bytes += s.nbytes;
+  stage.done(bytes);
+  return std::move(*fingerprint);
+}
+
+bool writes_in_place(const LoadPlan& plan) {
+  return std::any_of(plan.post_load.begin(), plan.post_load.end(), [](const auto& method) {
+    return method->properties().writes == PostLoadWrites::may_write_in_place;
+  });
+}
+
+// A copy of `tensors` for the publication to write; nothing when no copy can be made, and the load
+// then waits for the publication.
+std::optional<NamedTensors> copy_to_publish(LoadContext& load, const NamedTensors& tensors) {
+  StageTimer stage(load.report, "copy for the publication");
+  auto copied = host_path::copy_host_tensors(tensors, util::worker_count());
+  if (!copied) {
+    stage.fail(copied.status().to_string() + "; the load waits for the publication instead");
+    return std::nullopt;
+  }
+  stage.done(copied->bytes);
+  return std::move(copied->tensors);
+}
 
 // The key was taken from the checkpoint files' identities before the ordinary loader opened them.
 // If a path now names other bytes (a symlink flipped, a file replaced), the weights may be another
@@ -99,25 +138,37 @@ class SnapshotTier final : public Tier {
     if (Status same = checkpoint_unchanged(*load.store, load.plan, *load.key); !same)
       return {.note = "not published: " + same.to_string(), .publication = {}};
     if (load.plan.publish_in_background) {
-      // A CPU load hands these very tensors out, and its caller may write into them at once: the
-      // publication writes a copy, so the load need not wait for the disk. A group waits for every
-      // rank's publication anyway: it publishes the tensors themselves.
-      std::optional<NamedTensors> copy;
+      Kept kept;
+      NamedTensors published = tensors;
+      PublishOptions options;
+      // A CPU load hands these very tensors out, and its caller may write into them at once. A group
+      // waits for every rank's publication anyway: it publishes them as they are.
       if (load.plan.device.is_cpu() && load.plan.group == nullptr) {
-        StageTimer stage(load.report, "copy for the publication");
-        auto copied = host_path::copy_host_tensors(tensors, util::worker_count());
-        if (copied) {
-          stage.done(copied->bytes);
-          copy = std::move(copied->tensors);
+        if (writes_in_place(load.plan) || sources_changed_while_published(*load.store, *load.key)) {
+          // A method of the plan will write into them, or this key's caller did while they were
+          // published before: the publication writes a copy of its own.
+          if (auto copy = copy_to_publish(load, tensors)) {
+            published = std::move(*copy);
+            kept.publication_needs_tensors_unchanged = false;
+          }
         } else {
-          stage.fail(copied.status().to_string() + "; the load waits for the publication instead");
+          // Tensors of the publication's own over the same storages: a caller that points its
+          // tensors at other storages (`param.data = ...`) changes neither what the publication
+          // reads nor how long those storages live.
+          NamedTensors own;
+          own.reserve(tensors.size());
+          for (const auto& [name, t] : tensors) own.emplace_back(name, t.alias());
+          if (auto fingerprint = fingerprint_to_publish(load, own)) {
+            // The publication writes only these bytes: a write by the caller fails it, keeping nothing.
+            options.expected_chunk_hashes = std::move(*fingerprint);
+            published = std::move(own);
+            kept.publication_needs_tensors_unchanged = false;
+          }
         }
       }
       StageTimer stage(load.report, "publish (started)");
-      Kept kept{.note = {},
-                .publication = tiers::publish_in_background(load.store->shared_from_this(), *load.key,
-                                                            copy ? std::move(*copy) : tensors),
-                .publication_reads_tensors = !copy};
+      kept.publication = tiers::publish_in_background(load.store->shared_from_this(), *load.key, std::move(published),
+                                                      std::move(options));
       stage.done();
       return kept;
     }

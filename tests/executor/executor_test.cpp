@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -21,6 +22,7 @@
 #include "support/demo_fixture.h"
 #include "snapcache/extend/host_storage.h"
 #include "snapcache/extend/post_load.h"
+#include "snapcache/extend/store_access.h"
 #include "snapcache/extend/tier.h"
 #include "snapcache/extend/uploader.h"
 #include "snapcache/log.h"
@@ -218,9 +220,10 @@ TEST_CASE("the report lists every tier tried with its answer", "[executor]") {
   REQUIRE(cold.is_ok());
   CHECK(tiers_of(cold->report) == "snapshot missed, ordinary served");
   CHECK(cold->report.tiers[0].reason.find("this model's first load") != std::string::npos);
-  // A CPU load hands its host tensors out: the background publication writes a copy of them, and
-  // the load does not wait for it.
-  CHECK(has_stage(cold->report, "copy for the publication"));
+  // A CPU load hands its host tensors out: the background publication writes only the bytes they
+  // had then (their fingerprint), and the load does not wait for it.
+  CHECK(has_stage(cold->report, "fingerprint for the publication"));
+  CHECK(!has_stage(cold->report, "copy for the publication"));
   CHECK(has_stage(cold->report, "publish (started)"));
   CHECK(!has_stage(cold->report, "publish (wait: the published host tensors are handed out)"));
   wait_for_publications();
@@ -496,19 +499,72 @@ TEST_CASE("served host tensors are checked against the plan's layout once: by th
   }
 }
 
-TEST_CASE("a CPU load's caller may write into its tensors at once: the entry holds what the loader gave",
+// Holds a publication back until release(): the entry's data file is created only then, so whatever
+// the caller writes before that, the publication surely reads afterwards.
+class HeldPublication : public FileSystemWrapper {
+ public:
+  HeldPublication() : FileSystemWrapper(posix_file_system()) {}
+  using FileSystemWrapper::open;
+  Result<UniqueFd> open(const std::string& path, OpenMode mode, Follow follow) override {
+    if (mode != OpenMode::read && path.ends_with("/data-0000.bin")) released_.wait();
+    return FileSystemWrapper::open(path, mode, follow);
+  }
+  void release() {
+    std::call_once(once_, [&] { release_.set_value(); });
+  }
+
+ private:
+  std::once_flag once_;
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+};
+
+TEST_CASE("a CPU load's caller may change its tensors at once: the entry holds what the loader gave, or nothing",
           "[executor]") {
   test::DemoFixture f;
-  auto store = f.store();
+  auto held = std::make_shared<HeldPublication>();
+  struct ReleasedAtTheEnd {  // a failed check must not leave the publication waiting for ever
+    HeldPublication& held;
+    ~ReleasedAtTheEnd() { held.release(); }
+  } released_at_the_end{*held};
+  auto store = f.store(held);
   const LoadedModel reference = f.reference();
   auto cold = load_model(store.get(), f.plan());
   REQUIRE(cold.is_ok());
   REQUIRE(cold->report.path == LoadPath::miss);
-  REQUIRE(has_stage(cold->report, "copy for the publication"));
-  // As vLLM's post-processing does: write into every tensor handed out while the publication runs.
-  for (auto& [name, t] : cold->weights) t.fill_(7);
-  wait_for_publications();
+  REQUIRE(has_stage(cold->report, "fingerprint for the publication"));
 
+  SECTION("written into before the publication reads them: nothing kept, and the next load publishes a copy") {
+    // As vLLM's post-processing might: write into the tensors handed out.
+    for (auto& [name, t] : cold->weights) t.fill_(7);
+    held->release();
+    const PublicationReport first = cold->publication.wait();
+    INFO(first.status.to_string());
+    CHECK(first.status.code() == StatusCode::mismatch);
+    CHECK(first.status.message().find("its owner wrote into the tensors while they were published") !=
+          std::string::npos);
+    auto key = key_for_plan(*store, f.plan());
+    REQUIRE(key.is_ok());
+    CHECK(sources_changed_while_published(*store, *key));
+    auto listed = list_entries(*store);
+    REQUIRE(listed.is_ok());
+    CHECK(listed->empty());  // nothing kept of the changed bytes
+
+    // The key's next load publishes a copy of what it hands out: its caller's writes change nothing.
+    auto again = load_model(store.get(), f.plan());
+    REQUIRE(again.is_ok());
+    REQUIRE(again->report.path == LoadPath::miss);
+    REQUIRE(has_stage(again->report, "copy for the publication"));
+    for (auto& [name, t] : again->weights) t.fill_(7);
+    wait_for_publications();
+  }
+  SECTION("pointed at other storages (`param.data = ...`), the loader's then held by nothing else: published") {
+    for (auto& [name, t] : cold->weights) t.set_data(at::full_like(t, 7));
+    held->release();
+    const PublicationReport published = cold->publication.wait();
+    INFO(published.status.to_string());
+    REQUIRE(published.status.is_ok());
+  }
   auto warm = load_model(store.get(), f.plan());
   REQUIRE(warm.is_ok());
   REQUIRE(warm->report.path == LoadPath::hit);

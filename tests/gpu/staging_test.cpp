@@ -665,7 +665,7 @@ TEST_CASE("bytes being published never change: an in-place method writes what th
   auto store = f.store(slow);
   auto cold = load_model(store.get(), plan_with_method(std::make_shared<HostStagingUploader>()));
   REQUIRE(cold.is_ok());
-  // The publication writes a copy (a CPU load): the method did not wait for it.
+  // A CPU load whose method writes in place publishes a copy: the method did not wait for it.
   const auto& stages = cold->report.stages;
   CHECK(std::none_of(stages.begin(), stages.end(),
                      [](const StageTime& s) { return s.stage.starts_with("publish (wait:"); }));

@@ -1,5 +1,6 @@
 // Publish raw storages, look them up in the same process, and compare byte for byte: every
 // layout the manifest can describe, aliases, zero-size storages, private mappings, lifetimes.
+#include <algorithm>
 #include <cstring>
 
 #include "snapcache/extend/store_access.h"
@@ -153,4 +154,49 @@ TEST_CASE("a storage without data or a layout the manifest cannot hold is refuse
   CHECK(out.result == PublishResult::failed);
   CHECK(out.status.message().find("invalid tensor layout") != std::string::npos);
   CHECK(list_entries(*store).value().empty());
+}
+
+TEST_CASE("a fingerprinted publication keeps the fingerprinted bytes, or nothing when they changed",
+          "[store][roundtrip]") {
+  test::TempDir dir;
+  auto store = *Store::open(test::test_config(dir.path()));
+  test::RawModel model = test::raw_model(3, 3);
+  PublishOptions options{.chunk_size = 1 << 18, .threads = 2};
+  auto fingerprint = fingerprint_sources(model.sources(), options);
+  REQUIRE(fingerprint.is_ok());
+  REQUIRE(fingerprint->size() > 2);  // several chunks, so the change below is in one of many
+
+  SECTION("unchanged: published, with the fingerprint as its chunk checksums") {
+    options.expected_chunk_hashes = *fingerprint;
+    auto pub = test::publish_raw(*store, test::store_key(3), model, options);
+    INFO(pub.status.to_string());
+    REQUIRE(pub.result == PublishResult::published);
+    auto found = store->lookup(test::store_key(3));
+    REQUIRE(found.result == LookupResult::hit);
+    CHECK(found.snapshot->manifest().files[0].chunk_hashes == *fingerprint);
+    CHECK(test::same_data(*found.snapshot, model));
+    CHECK_FALSE(sources_changed_while_published(*store, test::store_key(3)));
+  }
+  SECTION("one byte changed after the fingerprint: failed, nothing kept, and the store remembers") {
+    options.expected_chunk_hashes = *fingerprint;
+    auto& largest = *std::max_element(model.storages.begin(), model.storages.end(),
+                                      [](const auto& a, const auto& b) { return a.size() < b.size(); });
+    largest[largest.size() / 2] ^= std::byte{1};
+    auto pub = test::publish_raw(*store, test::store_key(3), model, options);
+    CHECK(pub.result == PublishResult::failed);
+    CHECK(pub.status.code() == StatusCode::mismatch);
+    CHECK(pub.status.message().find("changed after it was fingerprinted") != std::string::npos);
+    CHECK(store->lookup(test::store_key(3)).result == LookupResult::miss);
+    CHECK(sources_changed_while_published(*store, test::store_key(3)));
+    auto listed = list_entries(*store);
+    REQUIRE(listed.is_ok());
+    CHECK(listed->empty());  // no entry, and no unfinished one left in tmp/
+  }
+  SECTION("a fingerprint of another layout is refused before anything is written") {
+    options.expected_chunk_hashes = {1, 2};
+    auto pub = test::publish_raw(*store, test::store_key(3), model, options);
+    CHECK(pub.result == PublishResult::failed);
+    CHECK(pub.status.code() == StatusCode::invalid_argument);
+    CHECK_FALSE(sources_changed_while_published(*store, test::store_key(3)));
+  }
 }

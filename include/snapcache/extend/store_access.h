@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,24 @@ struct StorageSource {
 struct PublishOptions {
   std::uint64_t chunk_size = kDefaultChunkSize;
   std::size_t threads = 0;  // 0: one per hardware thread, at most 16
+  // For sources their owner may write while they are published (a CPU load's tensors, handed out at
+  // once): the chunk checksums fingerprint_sources() took before the owner had them. Each chunk is
+  // then read once, hashed and written from what was read, and the entry is committed only when
+  // every chunk is the fingerprinted bytes; else the publication fails (mismatch), keeps nothing,
+  // and the store remembers it (sources_changed_while_published). Empty: the sources do not change
+  // until publish() returns.
+  std::vector<std::uint64_t> expected_chunk_hashes = {};
 };
+
+// The chunk checksums an entry of `sources` would have (with `options`' chunk size, on its
+// threads): for PublishOptions::expected_chunk_hashes.
+SNAPCACHE_API Result<std::vector<std::uint64_t>> fingerprint_sources(std::span<const StorageSource> sources,
+                                                                     const PublishOptions& options = {});
+
+// Whether a publication of `key` with expected_chunk_hashes found its sources changed (their owner
+// wrote into them meanwhile): a later publication of the key publishes a copy instead. Kept with
+// the key's recorded miss (`snapcache why`), best effort.
+SNAPCACHE_API bool sources_changed_while_published(const Store& store, const Key& key);
 
 enum class PublishResult {
   published,        // this call wrote the entry

@@ -80,9 +80,10 @@ struct Kept {
   std::string note;         // for the report's reason ("not published: ..."), "" when nothing to say
   Publication publication;  // set when it keeps them in the background: the load waits for it where
                             // it must (a method that writes in place, a failed load, a group)
-  // Whether that publication reads the tensors keep() was given until it ends, so the load keeps
-  // them unchanged until then; false when it writes a copy of its own.
-  bool publication_reads_tensors = true;
+  // Whether that publication needs the tensors keep() was given unchanged until it ends, so the
+  // load waits for it before they can change; false when it writes a copy of its own, or only the
+  // bytes it fingerprinted (PublishOptions::expected_chunk_hashes: a change fails it, keeping nothing).
+  bool publication_needs_tensors_unchanged = true;
 };
 
 // The store's answer to a publication (Store::publish, publish_tensors) as a load reports it: ok
