@@ -1,5 +1,8 @@
 #include "tiers/background_publication.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 #include <string>
@@ -70,6 +73,12 @@ Publication publish_in_background(std::shared_ptr<Store> store, const Key& key, 
   std::shared_future<PublicationReport> report =
       std::async(std::launch::async, [job = std::move(job)]() mutable {
         const std::unique_ptr<Job> mine = std::move(job);
+        // The load and what the caller does next come first (vLLM post-processes the tensors on
+        // every core, and an OpenMP team waits for its slowest thread): the publication and the
+        // workers it starts (threads inherit it) run at the lowest nice value, so they take little
+        // from a busy core. Not SCHED_IDLE, which could starve a publication holding the cache's
+        // publication lock while another process waits for it.
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
         try {
           return publication_report(publish_tensors(*mine->store, mine->key, mine->tensors, mine->options));
         } catch (...) {
