@@ -173,7 +173,8 @@ Result<std::vector<std::uint64_t>> fingerprint_sources(std::span<const StorageSo
                                                        const PublishOptions& options) {
   auto planned = plan_data_file(sources, options.chunk_size);
   if (!planned) return planned.status();
-  auto& [file, storages] = *planned;
+  DataFile& file = planned->first;
+  const std::vector<StorageRecord>& storages = planned->second;
   SNAPCACHE_RETURN_IF_ERROR(util::parallel_for(file.chunk_hashes.size(), threads_of(options), [&](std::size_t c) {
     util::Hasher64 hasher;
     (void)walk_chunk(file, storages, sources, c, [&](const void* data, std::uint64_t size, std::uint64_t) {
