@@ -88,7 +88,7 @@ void write_entry(const std::string& cache, const Manifest& sample, const std::ve
   write_file(tmp + "/" + store::kManifestFile, manifest.data(), manifest.size());
   write_file(tmp + "/" + store::kLeaseFile, store::kLeaseTakenMark.data(), store::kLeaseTakenMark.size());
   if (::rename(tmp.c_str(), (cache + "/" + store::kEntriesDir + "/" + id).c_str()) != 0) std::abort();
-  store::index_entry(cache, m.key, id);
+  store::index_entry(*posix_file_system(), cache, m.key, id);
 }
 
 double median(std::vector<double> v) {

@@ -155,7 +155,7 @@ PublishOutcome& EntryCommit::finish(PublishResult result, Status status) {
                            out_.seconds > 0 ? static_cast<double>(out_.bytes) / out_.seconds / 1e9 : 0.0));
   else
     log(level, fmt::format("publish {}: {} ({})", component_, to_string(result), out_.status.to_string()));
-  if (store_.usable()) bump_counter(store_.config().directory, counter_of(result));
+  if (store_.usable()) bump_counter(store_.fs(), store_.config().directory, counter_of(result));
   return out_;
 }
 
@@ -229,7 +229,7 @@ void EntryCommit::commit(PendingEntry& entry, const Manifest& manifest) {
     // The entry is complete and visible; only its durability across a power cut is in doubt.
     log(LogLevel::warn, "publish: " + synced.to_string());
   }
-  index_entry(store_.config().directory, manifest.key, out_.entry_id);
+  index_entry(store_.fs(), store_.config().directory, manifest.key, out_.entry_id);
   finish(PublishResult::published, {});
 }
 

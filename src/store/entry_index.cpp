@@ -14,11 +14,6 @@ namespace {
 
 constexpr std::size_t kHashDigits = 16;
 
-FileSystem& side_fs() {
-  static const std::shared_ptr<FileSystem> fs = posix_file_system();
-  return *fs;
-}
-
 bool is_hex(const std::string& s, std::size_t from, std::size_t count) {
   if (s.size() < from + count) return false;
   for (std::size_t i = from; i < from + count; ++i)
@@ -74,8 +69,7 @@ std::string index_record_path(const std::string& cache_directory, const Key& key
   return bucket_path(cache_directory, key) + "/" + id;
 }
 
-void index_entry(const std::string& cache_directory, const Key& key, const std::string& id) {
-  FileSystem& fs = side_fs();
+void index_entry(FileSystem& fs, const std::string& cache_directory, const Key& key, const std::string& id) {
   const std::string component = index_path(cache_directory) + "/" + hash_name(key.component);
   const std::string bucket = bucket_path(cache_directory, key);
   if (!own_directory(fs, index_path(cache_directory), true) || !own_directory(fs, component, true) ||
@@ -85,8 +79,8 @@ void index_entry(const std::string& cache_directory, const Key& key, const std::
   (void)fs.open(bucket + "/" + id, OpenMode::create_exclusive, Follow::no);
 }
 
-void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id) {
-  FileSystem& fs = side_fs();
+void unindex_entry(FileSystem& fs, const std::string& cache_directory, const std::string& manifest_path,
+                   const std::string& id) {
   auto key = read_manifest_key(fs, manifest_path);
   if (!key) return;
   const std::string component = index_path(cache_directory) + "/" + hash_name(key->component);
@@ -101,9 +95,8 @@ void unindex_entry(const std::string& cache_directory, const std::string& manife
   if (fs.remove_directory(bucket)) (void)fs.remove_directory(component);
 }
 
-std::optional<std::vector<std::string>> index_candidates(const std::string& cache_directory, const Key& key,
-                                                         std::size_t max) {
-  FileSystem& fs = side_fs();
+std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
+                                                         const Key& key, std::size_t max) {
   auto top = fs.open_directory(cache_directory);
   if (!top) return std::nullopt;
   auto index = fs.open_directory_at(top->get(), kIndexDir);

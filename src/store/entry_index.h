@@ -4,8 +4,8 @@
 //   <dir>/index/<component hash>/<checkpoint hash>/<id>     one empty file per entry
 //
 // It only ever chooses which manifests a miss reads to explain itself; the explanation compares
-// the keys in those manifests. So it is kept like misses/ and stats.json: around the FileSystem
-// seam, best effort (publication adds a record, removal drops it, a failure loses nothing but a
+// the keys in those manifests. So it is kept like misses/ and stats.json: through the store's
+// FileSystem, best effort (publication adds a record, removal drops it, a failure loses nothing but a
 // better explanation), and untrusted: names are read and checked, never a record's bytes; no
 // symlink is followed or created in; a damaged part is ignored, and gc removes what does not
 // belong and adds the records of entries that lack one.
@@ -24,11 +24,12 @@ namespace snapcache::store {
 inline constexpr const char* kIndexDir = "index";
 
 // Records entry `id` (of `key`) under its component and checkpoint. Best effort.
-void index_entry(const std::string& cache_directory, const Key& key, const std::string& id);
+void index_entry(FileSystem& fs, const std::string& cache_directory, const Key& key, const std::string& id);
 // Drops the record of the entry whose manifest is at `manifest_path` (read to learn its key;
 // the entry may already be in trash/). Best effort: a record left behind names an entry that is
 // gone, which a miss skips and gc removes.
-void unindex_entry(const std::string& cache_directory, const std::string& manifest_path, const std::string& id);
+void unindex_entry(FileSystem& fs, const std::string& cache_directory, const std::string& manifest_path,
+                   const std::string& id);
 
 // Up to `max` ids of entries to compare a missed key with, by the index alone (names, no
 // manifest): those of the key's component and checkpoint; when there are none, one of each other
@@ -37,8 +38,8 @@ void unindex_entry(const std::string& cache_directory, const std::string& manife
 // the same files, the only entries that explain a miss (nearest_entry). It lists a few small
 // directories, never the whole cache. May name entries that are gone. nullopt when the cache has
 // no index at all.
-std::optional<std::vector<std::string>> index_candidates(const std::string& cache_directory, const Key& key,
-                                                         std::size_t max);
+std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
+                                                         const Key& key, std::size_t max);
 
 // What gc checks the index against (garbage.cpp): the name of a component's or a checkpoint's
 // directory (16 hex digits), and where the record of entry `id` of `key` is.

@@ -157,7 +157,7 @@ class Collector {
     if (!bytes) return;  // a damaged entry is `verify`'s business, not gc's
     auto manifest = format::decode_manifest(*bytes);
     if (!manifest) return;
-    if (options_.dry_run == DryRun::no) store::index_entry(cache, manifest->key, id);
+    if (options_.dry_run == DryRun::no) store::index_entry(fs_, cache, manifest->key, id);
     auto names = fs_.list_directory(path);
     if (!names) return;
     for (const auto& e : *names) {

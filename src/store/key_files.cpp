@@ -40,11 +40,6 @@ constexpr const char* kChangedSuffix = ".changed";
 constexpr const char* kRecordSuffixes[] = {kKeySuffix, kReasonSuffix, kFailedSuffix, kChangedSuffix};
 constexpr std::uint64_t kMaxReasonBytes = 16u << 10;  // a line of a report; anything longer is not ours
 
-FileSystem& side_fs() {
-  static const std::shared_ptr<FileSystem> fs = posix_file_system();
-  return *fs;
-}
-
 struct Found {
   std::string name;
   std::int64_t mtime_ns;
@@ -71,8 +66,8 @@ bool is_miss_record_name(const std::string& name) {
   return false;
 }
 
-void record_miss(const std::string& cache_directory, const Key& key, const std::string& id, const std::string& reason) {
-  FileSystem& fs = side_fs();
+void record_miss(FileSystem& fs, const std::string& cache_directory, const Key& key, const std::string& id,
+                 const std::string& reason) {
   const std::string dir = cache_directory + "/" + kMissesDir;
   if (!make_directories(fs, dir)) return;
   // A misses/ that is a symlink would receive key files wherever it points.
@@ -91,9 +86,8 @@ namespace {
 
 // Replaced by rename, as every record: a planted link keeps its bytes. The key is written again
 // (the record this one belongs to, newest now) in case the miss's record was trimmed.
-void record_beside_miss(const std::string& cache_directory, const Key& key, const std::string& id, const char* suffix,
-                        const std::string& reason) {
-  FileSystem& fs = side_fs();
+void record_beside_miss(FileSystem& fs, const std::string& cache_directory, const Key& key, const std::string& id,
+                        const char* suffix, const std::string& reason) {
   const std::string dir = cache_directory + "/" + kMissesDir;
   if (!make_directories(fs, dir)) return;
   if (auto st = fs.stat(dir, Follow::no); !st || !st->is_directory) return;
@@ -103,14 +97,14 @@ void record_beside_miss(const std::string& cache_directory, const Key& key, cons
 
 }  // namespace
 
-void record_failure(const std::string& cache_directory, const Key& key, const std::string& id,
+void record_failure(FileSystem& fs, const std::string& cache_directory, const Key& key, const std::string& id,
                     const std::string& reason) {
-  record_beside_miss(cache_directory, key, id, kFailedSuffix, reason);
+  record_beside_miss(fs, cache_directory, key, id, kFailedSuffix, reason);
 }
 
-void record_changed_sources(const std::string& cache_directory, const Key& key, const std::string& id,
-                            const std::string& reason) {
-  record_beside_miss(cache_directory, key, id, kChangedSuffix, reason);
+void record_changed_sources(FileSystem& fs, const std::string& cache_directory, const Key& key,
+                            const std::string& id, const std::string& reason) {
+  record_beside_miss(fs, cache_directory, key, id, kChangedSuffix, reason);
 }
 
 }  // namespace store
@@ -118,12 +112,12 @@ void record_changed_sources(const std::string& cache_directory, const Key& key, 
 std::vector<RecordedMiss> recorded_misses(const Store& store) {
   std::vector<RecordedMiss> out;
   const std::string dir = store.config().directory + "/" + store::kMissesDir;
-  for (auto& f : store::key_files(store::side_fs(), dir)) {
+  for (auto& f : store::key_files(store.fs(), dir)) {
     const std::string id = f.name.substr(0, 32);
     // Read as the store's own file (no link, no second name, bounded): another process may have
     // planted anything there.
-    auto reason = read_own_file(store::side_fs(), dir + "/" + id + store::kReasonSuffix, store::kMaxReasonBytes);
-    auto failure = read_own_file(store::side_fs(), dir + "/" + id + store::kFailedSuffix, store::kMaxReasonBytes);
+    auto reason = read_own_file(store.fs(), dir + "/" + id + store::kReasonSuffix, store::kMaxReasonBytes);
+    auto failure = read_own_file(store.fs(), dir + "/" + id + store::kFailedSuffix, store::kMaxReasonBytes);
     out.push_back({id, dir + "/" + f.name, f.mtime_ns, reason ? std::move(*reason) : std::string(),
                    failure ? std::move(*failure) : std::string()});
   }
@@ -132,13 +126,13 @@ std::vector<RecordedMiss> recorded_misses(const Store& store) {
 
 bool sources_changed_while_published(const Store& store, const Key& key) {
   const std::string path = store.config().directory + "/" + store::kMissesDir + "/" + key_id(key) + store::kChangedSuffix;
-  auto st = store::side_fs().stat(path, Follow::no);
+  auto st = store.fs().stat(path, Follow::no);
   return st && st->is_regular;
 }
 
 void record_failed_load(const Store& store, const Key& key, const std::string& reason) {
   if (!store.unavailable_reason().empty()) return;  // an unavailable cache records nothing
-  store::record_failure(store.config().directory, key, key_id(key), reason);
+  store::record_failure(store.fs(), store.config().directory, key, key_id(key), reason);
 }
 
 }  // namespace snapcache

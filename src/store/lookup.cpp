@@ -45,15 +45,15 @@ namespace {
 // differs in its mtime, ctime and size, and the reason is what `snapcache why` shows later.
 constexpr std::size_t kReasonDifferences = 8;
 
-void count_outcome(const std::string& dir, const Key& key, const LookupOutcome& out) {
+void count_outcome(FileSystem& fs, const std::string& dir, const Key& key, const LookupOutcome& out) {
   switch (out.result) {
-    case LookupResult::hit: store::bump_counter(dir, store::Counter::hit); break;
-    case LookupResult::damaged: store::bump_counter(dir, store::Counter::damaged); break;
-    case LookupResult::fallback: store::bump_counter(dir, store::Counter::fallback); break;
+    case LookupResult::hit: store::bump_counter(fs, dir, store::Counter::hit); break;
+    case LookupResult::damaged: store::bump_counter(fs, dir, store::Counter::damaged); break;
+    case LookupResult::fallback: store::bump_counter(fs, dir, store::Counter::fallback); break;
     case LookupResult::disabled: break;  // a disabled cache touches no disk
     case LookupResult::miss:
-      store::bump_counter(dir, store::Counter::miss);
-      store::record_miss(dir, key, out.entry_id, out.reason);
+      store::bump_counter(fs, dir, store::Counter::miss);
+      store::record_miss(fs, dir, key, out.entry_id, out.reason);
       break;
   }
 }
@@ -122,7 +122,7 @@ LookupOutcome Store::lookup(const Key& key, VerifyPolicy policy, const ExpectedL
     out.reason = std::move(reason);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     // After timing: the bookkeeping is not the load's. An unavailable cache has no counters.
-    if (unavailable_.is_ok()) count_outcome(config_.directory, key, out);
+    if (unavailable_.is_ok()) count_outcome(*fs_, config_.directory, key, out);
     return out;
   };
   if (Status u = usable(); !u)

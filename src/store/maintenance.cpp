@@ -269,8 +269,8 @@ Result<std::uint64_t> remove_claimed(Store& store, EntryClaim claim) {
   SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(claim.id), trash));
   // The entry is gone from entries/ either way; only the durability of that is in doubt.
   (void)fs.fsync_directory(store.config().directory + "/" + kEntriesDir);
-  bump_counter(store.config().directory, Counter::evicted);
-  unindex_entry(store.config().directory, trash + "/" + kManifestFile, claim.id);
+  bump_counter(fs, store.config().directory, Counter::evicted);
+  unindex_entry(fs, store.config().directory, trash + "/" + kManifestFile, claim.id);
   SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
   return claim.bytes;
 }
@@ -284,7 +284,8 @@ Status quarantine(Store& store, const std::string& id, const std::string& why) {
   const std::string trash = trash_path(store, id);
   log(LogLevel::warn, fmt::format("entry {} is damaged ({}); removing it", store::short_id(id), why));
   SNAPCACHE_RETURN_IF_ERROR(fs.rename(store.entry_path(id), trash));
-  store::unindex_entry(store.config().directory, trash + "/" + store::kManifestFile, id);  // when its key is readable
+  // When its key is readable.
+  store::unindex_entry(fs, store.config().directory, trash + "/" + store::kManifestFile, id);
   auto lease = store::take_lease(fs, trash, LockMode::exclusive);
   // A lease that is not a regular file (foreign) is one nobody can hold.
   if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign)

@@ -204,7 +204,7 @@ PublishOutcome Store::publish(const Key& key, std::span<const StorageSource> sou
   UniqueFd data = entry->take_data_file(0);
   if (Status st = write_data(*fs_, data.get(), m, sources, threads_of(options), options.expected_chunk_hashes); !st) {
     if (st.code() == StatusCode::mismatch && !options.expected_chunk_hashes.empty())
-      store::record_changed_sources(config().directory, key, key_id(key), st.message());
+      store::record_changed_sources(*fs_, config().directory, key, key_id(key), st.message());
     return commit.finish(PublishResult::failed, st.with_context("publish"));
   }
   commit.commit(*entry, m);

@@ -99,11 +99,6 @@ void count_hour(json& j, Counter counter, std::int64_t now_unix_ns) {
   j["hours"] = std::move(rows);
 }
 
-FileSystem& side_fs() {
-  static const std::shared_ptr<FileSystem> fs = posix_file_system();
-  return *fs;
-}
-
 std::string stats_path(const std::string& dir) { return dir + "/" + kStatsFile; }
 
 // Nine counters and a week of hours (168 rows of six numbers) take under 8 KiB; anything much larger is not a file we wrote: it is not
@@ -179,8 +174,7 @@ std::uint64_t counter_value(const json& j, const char* name) {
 
 }  // namespace
 
-void bump_counter(const std::string& cache_directory, Counter counter) {
-  FileSystem& fs = side_fs();
+void bump_counter(FileSystem& fs, const std::string& cache_directory, Counter counter) {
   auto lock = lock_counters(fs, cache_directory, patience_of(counter));
   if (!lock) return;
   const std::string path = stats_path(cache_directory);
@@ -192,10 +186,10 @@ void bump_counter(const std::string& cache_directory, Counter counter) {
   (void)replace_json(fs, path, j);
 }
 
-Result<CacheCounters> read_counters(const std::string& cache_directory) {
+Result<CacheCounters> read_counters(FileSystem& fs, const std::string& cache_directory) {
   // No lock: stats.json is only ever replaced whole.
   CacheCounters out;
-  json j = read_json(side_fs(), stats_path(cache_directory));
+  json j = read_json(fs, stats_path(cache_directory));
   if (auto it = j.find("since_unix_ns"); it != j.end() && it->is_number_integer())
     out.since_unix_ns = it->get<std::int64_t>();
   for (const Field& f : kFields) out.*f.member = counter_value(j, f.name);
@@ -203,8 +197,7 @@ Result<CacheCounters> read_counters(const std::string& cache_directory) {
   return out;
 }
 
-Status zero_counters(const std::string& cache_directory) {
-  FileSystem& fs = side_fs();
+Status zero_counters(FileSystem& fs, const std::string& cache_directory) {
   auto lock = lock_counters(fs, cache_directory, std::chrono::seconds(2));
   if (!lock) return lock.status();
   json j = json::object();
@@ -217,8 +210,10 @@ Status zero_counters(const std::string& cache_directory) {
 
 namespace snapcache {
 
-Result<CacheCounters> read_counters(const Store& store) { return store::read_counters(store.config().directory); }
+Result<CacheCounters> read_counters(const Store& store) {
+  return store::read_counters(store.fs(), store.config().directory);
+}
 
-Status zero_counters(Store& store) { return store::zero_counters(store.config().directory); }
+Status zero_counters(Store& store) { return store::zero_counters(store.fs(), store.config().directory); }
 
 }  // namespace snapcache

@@ -2,8 +2,8 @@
 // directory: <dir>/stats.json, a JSON object of counters and, for the lookups and publications,
 // the counts of each of the last 7 days' hours (CacheCounters::history).
 //
-// Counting must never slow or fail a load: updates go through the POSIX file system (never an
-// injected one), skip fsync, and ignore errors; a lookup's count gives up after 10 ms of
+// Counting must never slow or fail a load: updates go through the store's FileSystem like every
+// file of the cache, skip fsync, and ignore errors; a lookup's count gives up after 10 ms of
 // contention, a publication's or an eviction's (off the load's path) after 2 s. A
 // file torn by a crash reads as zeros. Each update replaces the file whole (a temporary file
 // renamed over it, util/atomic_file.h), never writes it in place, so a hard link or symlink
@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
 
 namespace snapcache::store {
@@ -22,8 +23,8 @@ enum class Counter {
   hit, miss, damaged, fallback, published, already_present, publish_skipped, publish_failed, evicted,
 };
 
-void bump_counter(const std::string& cache_directory, Counter counter);
-Result<CacheCounters> read_counters(const std::string& cache_directory);
-Status zero_counters(const std::string& cache_directory);
+void bump_counter(FileSystem& fs, const std::string& cache_directory, Counter counter);
+Result<CacheCounters> read_counters(FileSystem& fs, const std::string& cache_directory);
+Status zero_counters(FileSystem& fs, const std::string& cache_directory);
 
 }  // namespace snapcache::store

@@ -261,7 +261,7 @@ constexpr std::size_t kNearestCandidates = 16;
 std::optional<NearestEntry> nearest_entry(Store& store, const Key& key) {
   const std::string& dir = store.config().directory;
   // The index chooses which manifests to read (store/entry_index.h); their keys decide.
-  std::optional<std::vector<std::string>> ids = store::index_candidates(dir, key, kNearestCandidates);
+  std::optional<std::vector<std::string>> ids = store::index_candidates(store.fs(), dir, key, kNearestCandidates);
   if (!ids) {
     // No index (a cache from before it, until gc makes its records): the first entries listed.
     // Explaining a miss is best effort: a cache that cannot be listed has nothing to compare with.

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     fs->inject(fault);
   }
   // A rank whose disk is slow: its publication, and so its outcome of the load, comes late.
-  if (a.write_delay_ms > 0) fs->set_write_delay(std::chrono::milliseconds(a.write_delay_ms));
+  if (a.write_delay_ms > 0) fs->slow_writes(std::chrono::milliseconds(a.write_delay_ms));
 
   demo::DitConfig dit;
   dit.hidden = 256;

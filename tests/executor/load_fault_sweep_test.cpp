@@ -67,12 +67,12 @@ TEST_CASE("a fault at the k-th file-system call of a warm load_model, staged rea
     REQUIRE(warm.is_ok());
     REQUIRE(warm->report.path == LoadPath::hit);
     REQUIRE(demo::identical(warm->weights, reference));
-    for (int o = 0; o < static_cast<int>(FsOp::count_); ++o) calls.push_back(fs->calls(static_cast<FsOp>(o)));
+    for (int o = 0; o < kFileSystemCalls; ++o) calls.push_back(fs->calls(static_cast<FsOp>(o)));
   }
   REQUIRE(calls[static_cast<int>(FsOp::pread)] > 0);  // the staged read goes through the seam
 
   int trials = 0, fell_back = 0, staged_read_failed = 0;
-  for (int o = 0; o < static_cast<int>(FsOp::count_); ++o) {
+  for (int o = 0; o < kFileSystemCalls; ++o) {
     const FsOp op = static_cast<FsOp>(o);
     const std::uint64_t n = calls[static_cast<std::size_t>(o)];
     std::vector<std::uint64_t> ks;

@@ -599,14 +599,18 @@ struct AlignedBuffer {
   std::byte* data;
 };
 
+// Where a publication writes, so that a slow disk slows it and not the records a load keeps (a
+// miss's, the counters).
+std::string publications(const Store& store) { return store.config().directory + "/tmp/"; }
+
 }  // namespace
 
 TEST_CASE("a cold load returns while its snapshot is published in the background", "[staging][publication]") {
   StagingFixture f;
   const NamedTensors reference = f.reference_weights();
   auto slow = std::make_shared<FaultInjectingFileSystem>();
-  slow->set_write_delay(std::chrono::milliseconds(20));  // a slow disk: publication takes a while
   auto store = f.store(slow);
+  slow->slow_writes(std::chrono::milliseconds(20), publications(*store));  // publication takes a while
 
   // Held until the cold load has returned: on a busy machine (CI under the sanitizers, two cores)
   // the delayed publication could otherwise end before the load's own work does.
@@ -633,8 +637,8 @@ TEST_CASE("a load right after a cold one in the same process waits for its publi
           "[staging][publication]") {
   StagingFixture f;
   auto slow = std::make_shared<FaultInjectingFileSystem>();
-  slow->set_write_delay(std::chrono::milliseconds(20));
   auto store = f.store(slow);
+  slow->slow_writes(std::chrono::milliseconds(20), publications(*store));
   // Held until the cold load has returned: on a machine with many cores the whole publication
   // could otherwise end first.
   slow->hold_writes();
@@ -661,8 +665,8 @@ TEST_CASE("bytes being published never change: an in-place method writes what th
   auto slow = std::make_shared<FaultInjectingFileSystem>();
   // Slow enough that, without the wait, the doubling would land before final_norm.weight (the
   // last storage) is written, and the entry would hold doubled weights, doubled again when served.
-  slow->set_write_delay(std::chrono::milliseconds(20));
   auto store = f.store(slow);
+  slow->slow_writes(std::chrono::milliseconds(20), publications(*store));
   auto cold = load_model(store.get(), plan_with_method(std::make_shared<HostStagingUploader>()));
   REQUIRE(cold.is_ok());
   // A CPU load whose method writes in place publishes a copy: the method did not wait for it.

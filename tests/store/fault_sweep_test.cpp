@@ -93,7 +93,7 @@ std::vector<std::uint64_t> clean_calls(const Operation& op, const test::RawModel
   fs->reset_counters();
   op.run(*store, key, model);
   std::vector<std::uint64_t> calls;
-  for (int i = 0; i < static_cast<int>(FsOp::count_); ++i) calls.push_back(fs->calls(static_cast<FsOp>(i)));
+  for (int i = 0; i < kFileSystemCalls; ++i) calls.push_back(fs->calls(static_cast<FsOp>(i)));
   return calls;
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("a fault at the k-th call of any file-system operation leaves a sound 
   for (const Operation& op : operations()) {
     Counts counts;
     const std::vector<std::uint64_t> calls = clean_calls(op, model);
-    for (int o = 0; o < static_cast<int>(FsOp::count_); ++o) {
+    for (int o = 0; o < kFileSystemCalls; ++o) {
       const FsOp fs_op = static_cast<FsOp>(o);
       const std::uint64_t n = calls[static_cast<std::size_t>(o)];
       std::vector<std::uint64_t> ks;

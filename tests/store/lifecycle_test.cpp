@@ -20,32 +20,11 @@ namespace {
 
 // A FileSystem that reports a chosen amount of free disk; with `holds` set, a disk of `free_`
 // bytes that holds that folder, so removing files there frees room as on a real disk.
-class SmallDisk final : public FileSystem {
+class SmallDisk final : public FileSystemWrapper {
  public:
-  explicit SmallDisk(std::uint64_t free) : free_(free) {}
-  std::shared_ptr<FileSystem> base = posix_file_system();
+  explicit SmallDisk(std::uint64_t free) : FileSystemWrapper(posix_file_system()), free_(free) {}
   std::uint64_t free_;
   std::string holds;
-  using FileSystem::open;
-  using FileSystem::stat;
-  Result<UniqueFd> open(const std::string& p, OpenMode m, Follow f) override { return base->open(p, m, f); }
-  Result<std::size_t> pwrite(int fd, const void* d, std::size_t n, std::uint64_t o) override { return base->pwrite(fd, d, n, o); }
-  Result<std::size_t> pread(int fd, void* d, std::size_t n, std::uint64_t o) override { return base->pread(fd, d, n, o); }
-  Status fsync(int fd) override { return base->fsync(fd); }
-  Status fsync_directory(const std::string& p) override { return base->fsync_directory(p); }
-  Status allocate(int fd, std::uint64_t n) override { return base->allocate(fd, n); }
-  Status rename(const std::string& a, const std::string& b) override { return base->rename(a, b); }
-  Status make_directory(const std::string& p) override { return base->make_directory(p); }
-  Status remove_file(const std::string& p) override { return base->remove_file(p); }
-  Status remove_directory(const std::string& p) override { return base->remove_directory(p); }
-  Result<FileIdentity> stat(const std::string& p, Follow f) override { return base->stat(p, f); }
-  Result<FileIdentity> fstat(int fd) override { return base->fstat(fd); }
-  Result<std::vector<DirEntry>> list_directory(const std::string& p) override { return base->list_directory(p); }
-  Result<UniqueFd> open_directory(const std::string& p) override { return base->open_directory(p); }
-  Result<UniqueFd> open_directory_at(int d, const std::string& n) override { return base->open_directory_at(d, n); }
-  Result<std::vector<DirEntry>> list_directory_at(int d) override { return base->list_directory_at(d); }
-  Result<FileIdentity> stat_at(int d, const std::string& n) override { return base->stat_at(d, n); }
-  Status remove_at(int d, const std::string& n, bool dir) override { return base->remove_at(d, n, dir); }
   Result<SpaceInfo> space(const std::string&) override {
     std::uint64_t used = 0;
     if (!holds.empty())
@@ -53,9 +32,6 @@ class SmallDisk final : public FileSystem {
         if (f.is_regular_file()) used += f.file_size();
     return SpaceInfo{free_ * 2, free_ - std::min(free_, used)};
   }
-  Result<MappedRegion> map(int fd, std::size_t n, MapMode m) override { return base->map(fd, n, m); }
-  Status lock(int fd, LockMode m, LockWait w) override { return base->lock(fd, m, w); }
-  Status touch(int fd) override { return base->touch(fd); }
 };
 
 // What a raw_model(1, mib) entry takes in a cache, measured on one.

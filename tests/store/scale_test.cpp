@@ -31,7 +31,7 @@ test::RawModel tiny_model(std::size_t bytes) {
 
 std::uint64_t all_calls(const FaultInjectingFileSystem& fs) {
   std::uint64_t n = 0;
-  for (int op = 0; op < static_cast<int>(FsOp::count_); ++op) n += fs.calls(static_cast<FsOp>(op));
+  for (int op = 0; op < kFileSystemCalls; ++op) n += fs.calls(static_cast<FsOp>(op));
   return n;
 }
 

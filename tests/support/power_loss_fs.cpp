@@ -16,7 +16,6 @@ namespace fsys = std::filesystem;
 std::string normal(const std::string& path) { return fsys::path(path).lexically_normal().string(); }
 std::string parent_of(const std::string& path) { return fsys::path(path).lexically_normal().parent_path().string(); }
 
-
 bool is_create(OpenMode mode) {
   return mode == OpenMode::create_exclusive || mode == OpenMode::create_truncate || mode == OpenMode::create_read_only;
 }
@@ -57,7 +56,7 @@ std::uint64_t PowerLossFileSystem::calls() const {
   return calls_;
 }
 
-Status PowerLossFileSystem::dead_check() {
+Status PowerLossFileSystem::admit(FileSystemCall, std::string_view, int) {
   std::lock_guard lock(mutex_);
   if (calls_++ >= die_at_) died_ = true;
   return died_ ? Status::from_errno(EIO, "the power is gone") : Status::ok();
@@ -69,7 +68,7 @@ void PowerLossFileSystem::log(Kind kind, const std::string& from, const std::str
 }
 
 void PowerLossFileSystem::track(int fd) {
-  auto id = base_->fstat(fd);
+  auto id = target().fstat(fd);
   if (!id) return;
   std::lock_guard lock(mutex_);
   written_fds_[fd] = {id->device, id->inode};
@@ -110,33 +109,22 @@ void PowerLossFileSystem::crash() {
 }
 
 Result<UniqueFd> PowerLossFileSystem::open(const std::string& path, OpenMode mode, Follow follow) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  const bool existed = static_cast<bool>(base_->stat(path, Follow::no));
-  auto fd = base_->open(path, mode, follow);
+  SNAPCACHE_RETURN_IF_ERROR(admit(FileSystemCall::open, path, -1));
+  const bool existed = static_cast<bool>(target().stat(path, Follow::no));
+  auto fd = target().open(path, mode, follow);
   if (!fd) return fd;
   if (mode != OpenMode::read) track(fd->get());
   if (is_create(mode) && !existed) log(Kind::create, "", path);
   return fd;
 }
 
-Result<std::size_t> PowerLossFileSystem::pwrite(int fd, const void* data, std::size_t size, std::uint64_t offset) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->pwrite(fd, data, size, offset);
-}
-
-Result<std::size_t> PowerLossFileSystem::pread(int fd, void* data, std::size_t size, std::uint64_t offset) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->pread(fd, data, size, offset);
-}
-
 Status PowerLossFileSystem::fsync(int fd) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  SNAPCACHE_RETURN_IF_ERROR(base_->fsync(fd));
-  auto id = base_->fstat(fd);
+  SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::fsync(fd));
+  auto id = target().fstat(fd);
   if (!id) return id.status();
   std::string bytes(id->size, '\0');
   for (std::size_t done = 0; done < bytes.size();) {
-    auto n = base_->pread(fd, bytes.data() + done, bytes.size() - done, done);
+    auto n = target().pread(fd, bytes.data() + done, bytes.size() - done, done);
     if (!n) return n.status();
     if (*n == 0) break;
     done += *n;
@@ -147,8 +135,7 @@ Status PowerLossFileSystem::fsync(int fd) {
 }
 
 Status PowerLossFileSystem::fsync_directory(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  SNAPCACHE_RETURN_IF_ERROR(base_->fsync_directory(path));
+  SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::fsync_directory(path));
   std::lock_guard lock(mutex_);
   const std::string dir = normal(path);
   for (auto& op : names_)
@@ -156,82 +143,16 @@ Status PowerLossFileSystem::fsync_directory(const std::string& path) {
   return Status::ok();
 }
 
-Status PowerLossFileSystem::allocate(int fd, std::uint64_t size) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->allocate(fd, size);
-}
-
 Status PowerLossFileSystem::rename(const std::string& from, const std::string& to) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  SNAPCACHE_RETURN_IF_ERROR(base_->rename(from, to));
+  SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::rename(from, to));
   log(Kind::rename, from, to);
   return Status::ok();
 }
 
 Status PowerLossFileSystem::make_directory(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  SNAPCACHE_RETURN_IF_ERROR(base_->make_directory(path));
+  SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::make_directory(path));
   log(Kind::mkdir, "", path);
   return Status::ok();
-}
-
-// Removals are taken as durable at once: the model loses what was added, not what was removed.
-Status PowerLossFileSystem::remove_file(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->remove_file(path);
-}
-Status PowerLossFileSystem::remove_directory(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->remove_directory(path);
-}
-Status PowerLossFileSystem::remove_at(int dir_fd, const std::string& name, bool is_directory) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->remove_at(dir_fd, name, is_directory);
-}
-
-Result<FileIdentity> PowerLossFileSystem::stat(const std::string& path, Follow follow) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->stat(path, follow);
-}
-Result<FileIdentity> PowerLossFileSystem::fstat(int fd) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->fstat(fd);
-}
-Result<std::vector<DirEntry>> PowerLossFileSystem::list_directory(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->list_directory(path);
-}
-Result<UniqueFd> PowerLossFileSystem::open_directory(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->open_directory(path);
-}
-Result<UniqueFd> PowerLossFileSystem::open_directory_at(int dir_fd, const std::string& name) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->open_directory_at(dir_fd, name);
-}
-Result<std::vector<DirEntry>> PowerLossFileSystem::list_directory_at(int dir_fd) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->list_directory_at(dir_fd);
-}
-Result<FileIdentity> PowerLossFileSystem::stat_at(int dir_fd, const std::string& name) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->stat_at(dir_fd, name);
-}
-Result<SpaceInfo> PowerLossFileSystem::space(const std::string& path) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->space(path);
-}
-Result<MappedRegion> PowerLossFileSystem::map(int fd, std::size_t size, MapMode mode) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->map(fd, size, mode);
-}
-Status PowerLossFileSystem::lock(int fd, LockMode mode, LockWait wait) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->lock(fd, mode, wait);
-}
-Status PowerLossFileSystem::touch(int fd) {
-  SNAPCACHE_RETURN_IF_ERROR(dead_check());
-  return base_->touch(fd);
 }
 
 }  // namespace snapcache::test

@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     config.capacity_bytes = std::strtoull(argv[5], nullptr, 10);
     config.reserve_free_bytes = std::strtoull(argv[6], nullptr, 10);
     auto slow = std::make_shared<FaultInjectingFileSystem>();
-    slow->set_write_delay(std::chrono::milliseconds(std::atoi(argv[8])));
+    slow->slow_writes(std::chrono::milliseconds(std::atoi(argv[8])));
     fs = slow;
   }
   auto store = Store::open(config, fs);

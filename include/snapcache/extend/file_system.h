@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -177,9 +178,22 @@ inline constexpr std::size_t kUncachedAlignment = 4096;
 // The real thing: POSIX calls on the local file system.
 SNAPCACHE_API std::shared_ptr<FileSystem> posix_file_system();
 
+// The calls of a FileSystem by name, as FileSystemWrapper::admit is told of them. A call in a
+// directory opened by descriptor (open_directory_at, list_directory_at, stat_at, remove_at) is told
+// as its kin that takes a path: open_directory, list_directory, stat, remove_file or
+// remove_directory.
+enum class FileSystemCall : int {
+  open, pwrite, pread, fsync, fsync_directory, allocate, rename, make_directory, remove_file,
+  remove_directory, stat, fstat, list_directory, space, map, lock, touch, open_directory,
+  reopen_uncached,
+};
+inline constexpr int kFileSystemCalls = static_cast<int>(FileSystemCall::reopen_uncached) + 1;
+SNAPCACHE_API const char* to_string(FileSystemCall call);
+
 // A FileSystem that forwards every call to another one (LevelDB's EnvWrapper): a wrapper that
-// counts, slows, logs or fails some calls overrides those alone, and stays correct when the seam
-// gains a call.
+// slows, logs or changes some calls overrides those alone, and stays correct when the seam gains a
+// call. One that must see every call (counts them, fails any of them, dies at the n-th) overrides
+// admit, which every call passes first.
 class SNAPCACHE_API FileSystemWrapper : public FileSystem {
  public:
   explicit FileSystemWrapper(std::shared_ptr<FileSystem> target) : target_(std::move(target)) {}
@@ -210,6 +224,13 @@ class SNAPCACHE_API FileSystemWrapper : public FileSystem {
   Status lock(int fd, LockMode mode, LockWait wait) override;
   Status touch(int fd) override;
   Result<UniqueFd> reopen_uncached(int fd) override;
+
+ protected:
+  // What each call does before it forwards: a status other than ok fails the call with it, and the
+  // target never sees the call. `path` is the call's path (both of a rename's, space-separated;
+  // the name, for a call in a directory opened by descriptor), `fd` the descriptor it is made on
+  // (-1 for none). This one admits every call.
+  virtual Status admit(FileSystemCall call, std::string_view path, int fd);
 
  private:
   std::shared_ptr<FileSystem> target_;
