@@ -181,6 +181,13 @@ SNAPCACHE_API bool is_entry_damage(StatusCode code);
 // Every entry, then unfinished publications (in tmp/), most recently used first. Fails when the
 // cache's directories cannot be listed; an entry that cannot be read is listed as damaged.
 SNAPCACHE_API Result<std::vector<EntryInfo>> list_entries(Store& store);
+// The same, each handed to `visit` as soon as it is read: the order is taken from the leases
+// alone, first, and each entry read in its turn (reading a million entries whole takes minutes;
+// `snapcache ls` prints as it goes). Unfinished publications come last.
+SNAPCACHE_API Status visit_entries(Store& store, const std::function<void(EntryInfo)>& visit);
+// The ids of the published entries, their names alone (no entry read): what resolving an id takes,
+// in a cache whose full listing takes minutes.
+SNAPCACHE_API Result<std::vector<std::string>> entry_ids(Store& store);
 // Reads only: never changes an entry's last use. not_found when there is no such entry.
 SNAPCACHE_API Result<EntryInfo> entry_info(Store& store, const std::string& id);
 // Rehashes every chunk, and reports as damaged whatever a load would refuse (the same entry check
@@ -205,8 +212,8 @@ SNAPCACHE_API Result<std::vector<GarbageItem>> collect_garbage(Store& store, con
 // Bytes under entries/, tmp/ and trash/.
 SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);
 
-// Counters and recorded misses are observability, not data: they go through the POSIX file
-// system (never the store's), are best effort, and never change an outcome.
+// Counters and recorded misses are observability, not data: they go through the store's file
+// system like every file of the cache, are best effort, and never change an outcome.
 SNAPCACHE_API Result<CacheCounters> read_counters(const Store& store);
 SNAPCACHE_API Status zero_counters(Store& store);
 SNAPCACHE_API std::vector<RecordedMiss> recorded_misses(const Store& store);  // newest first

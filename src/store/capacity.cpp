@@ -14,6 +14,8 @@
 #include "snapcache/text.h"
 #include "store/entry_claim.h"
 #include "store/layout.h"
+#include "store/size_ledger.h"
+#include "store/use_order.h"
 #include "util/clock.h"
 #include "util/file_io.h"
 
@@ -32,35 +34,6 @@ Result<std::uint64_t> total_bytes(Store& store) {
 }
 
 namespace store {
-namespace {
-
-struct Candidate {
-  std::string id;
-  std::int64_t last_use;
-  // std::push_heap and pop_heap keep the greatest first: the least recently used is "greatest".
-  bool operator<(const Candidate& other) const { return last_use > other.last_use; }
-};
-
-// Every entry, least recently used on top of a heap: taking k of n costs O(n + k log n). Leased
-// ones are in it too (their lease is tried when their turn comes).
-Result<std::vector<Candidate>> eviction_order(Store& store) {
-  FileSystem& fs = store.fs();
-  auto names = fs.list_directory(store.config().directory + "/" + kEntriesDir);
-  if (!names) return names.status().with_context("list the entries to make room");
-  const std::int64_t now = util::now_unix_ns();
-  std::vector<Candidate> candidates;
-  for (const auto& e : *names) {
-    if (!is_entry_id(e.name)) continue;
-    const std::string path = store.entry_path(e.name);
-    auto lease = fs.stat(path + "/" + kLeaseFile, Follow::no);
-    // No lease file: damaged, evict first.
-    candidates.push_back({e.name, lease ? last_use_for_eviction(fs, path, lease->mtime_ns, now, DryRun::no) : 0});
-  }
-  std::make_heap(candidates.begin(), candidates.end());
-  return candidates;
-}
-
-}  // namespace
 
 std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path, std::int64_t lease_mtime_ns,
                                    std::int64_t now, DryRun dry_run) {
@@ -71,21 +44,22 @@ std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path
 }
 
 Result<ReservationLock> ReservationLock::take(Store& store) {
+  return take_within(store, std::chrono::seconds(kReservationWaitSeconds));
+}
+
+Result<ReservationLock> ReservationLock::take_now(Store& store) { return take_within(store, {}); }
+
+Result<ReservationLock> ReservationLock::take_within(Store& store, std::chrono::milliseconds patience) {
   FileSystem& fs = store.fs();
   auto top = fs.open_directory(store.config().directory);
   if (!top) return top.status().with_context("lock the cache to reserve room");
   auto tmp = fs.open_directory_at(top->get(), kTmpDir);  // never through a link planted as tmp/
   if (!tmp) return tmp.status().with_context("lock the cache to reserve room");
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kReservationWaitSeconds);
-  for (;;) {
-    Status locked = fs.lock(tmp->get(), LockMode::exclusive, LockWait::no_wait);
-    if (locked) return ReservationLock(std::move(*tmp));
-    if (locked.code() != StatusCode::busy) return locked.with_context("lock the cache to reserve room");
-    if (std::chrono::steady_clock::now() >= until)
-      return Status(StatusCode::busy, fmt::format("another publication has been making room in this cache for {} s",
-                                                  kReservationWaitSeconds));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  Status locked = lock_within(fs, tmp->get(), patience);
+  if (locked) return ReservationLock(std::move(*tmp));
+  if (locked.code() != StatusCode::busy) return locked.with_context("lock the cache to reserve room");
+  return Status(StatusCode::busy, fmt::format("another publication has been making room in this cache for {} s",
+                                              kReservationWaitSeconds));
 }
 
 namespace {
@@ -119,7 +93,7 @@ Status no_room(Store& store, const Room& room, std::size_t leased, bool evicted_
 
 }  // namespace
 
-Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std::vector<EvictedEntry>& evicted) {
+Status make_room(Store& store, const ReservationLock& held, std::uint64_t needed, std::vector<EvictedEntry>& evicted) {
   const Config& config = store.config();
   if (needed > config.capacity_bytes) {
     // Name what set the capacity (a flag, the settings file, the variable): that is what to change.
@@ -130,12 +104,13 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
                               origin.empty() ? "the default; set SNAPCACHE_CAPACITY_GIB or capacity in the settings file"
                                              : "set by " + origin));
   }
-  // Measured once: while this publication holds the ReservationLock no other one reserves, so the
-  // cache grows by nothing but small stamps meanwhile, and what each eviction frees is subtracted.
-  // (Another process's evictions and gc only make the figure high, which errs on the safe side.)
-  auto used = total_bytes(store);
+  // Counted, not measured (store/size_ledger.h): while this publication holds the ReservationLock no
+  // other one reserves, so the cache grows by nothing but small stamps meanwhile, and what each
+  // eviction frees is subtracted. (Another process's evictions and gc only make the figure high,
+  // which errs on the safe side.)
+  auto used = counted_bytes(store, held);
   if (!used) return used.status();
-  std::optional<std::vector<Candidate>> candidates;  // listed the first time an eviction is needed
+  std::optional<UseOrder> order;  // read the first time an eviction is needed
   std::size_t leased = 0;
   const std::size_t evicted_before = evicted.size();
   // Plan, then evict: claim least recently used entries until what they hold makes the entry fit,
@@ -145,20 +120,15 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
     if (!space) return space.status();
     Room room{*used, space->available_bytes, needed, 0};
     if (room.fits(config)) return Status::ok();
-    if (!candidates) {
-      auto order = eviction_order(store);
-      if (!order) return order.status();
-      candidates = std::move(*order);
-    }
-    std::vector<EntryClaim> plan;
-    while (!room.fits(config) && !candidates->empty()) {
-      std::pop_heap(candidates->begin(), candidates->end());
-      const std::string id = std::move(candidates->back().id);
-      candidates->pop_back();
-      auto claim = claim_entry(store, id);
+    if (!order) order.emplace(store);
+    std::vector<std::pair<EntryClaim, UseOrder::Next>> plan;
+    while (!room.fits(config)) {
+      auto next = order->next();
+      if (!next) break;
+      auto claim = claim_entry(store, next->id);
       if (claim) {
         room.freed += claim->bytes;
-        plan.push_back(std::move(*claim));
+        plan.emplace_back(std::move(*claim), std::move(*next));
       } else if (claim.status().code() == StatusCode::busy) {
         ++leased;
       } else if (claim.status().code() != StatusCode::not_found) {
@@ -166,13 +136,14 @@ Status make_room(Store& store, const ReservationLock&, std::uint64_t needed, std
       }
     }
     if (!room.fits(config)) return no_room(store, room, leased, evicted.size() > evicted_before);  // the claims are let go unused
-    for (EntryClaim& claim : plan) {
+    for (auto& [claim, entry] : plan) {
       // Its component, while it is there to read: what a command names the entry by when it says
       // what made room.
       auto key = read_manifest_key(store.fs(), store.entry_path(claim.id) + "/" + kManifestFile);
       const std::string id = claim.id;
       auto removed = remove_claimed(store, std::move(claim));
       if (!removed) return removed.status();
+      order->forget(entry);
       log(LogLevel::info, fmt::format("evicted entry {} ({}) to make room", short_id(id), format_size(*removed)));
       evicted.push_back({id, key ? key->component : std::string(), *removed});
       *used -= std::min(*used, *removed);

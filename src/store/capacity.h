@@ -2,6 +2,7 @@
 // least recently used unleased entries. Private to the store: publication calls it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,19 +19,21 @@ namespace snapcache::store {
 // publication's files in tmp/ allocated at their full size (data, manifest, lease mark): a later
 // publisher measures them as cache bytes and the disk no longer has them free. The lock is let go
 // before the data is written; writing runs in parallel.
+// Making room takes long only when it deletes much (each eviction removes a whole entry).
+inline constexpr int kReservationWaitSeconds = 60;
+
 class ReservationLock {
  public:
   // Waits (polling, never blocking for ever) up to kReservationWaitSeconds for another publisher to
-  // finish reserving; busy after that, with the reason.
+  // finish reserving; busy after that, with the reason. take_now does not wait.
   static Result<ReservationLock> take(Store& store);
+  static Result<ReservationLock> take_now(Store& store);
 
  private:
   explicit ReservationLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  static Result<ReservationLock> take_within(Store& store, std::chrono::milliseconds patience);
   UniqueFd fd_;
 };
-
-// Making room takes long only when it deletes much (each eviction removes a whole entry).
-inline constexpr int kReservationWaitSeconds = 60;
 
 // An entry's last use as eviction orders it (`snapcache evict` and making room): its lease's
 // mtime, or `now` for a lease dated in the future (a wrong clock, a copy from a host whose clock

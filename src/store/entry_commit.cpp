@@ -17,6 +17,8 @@
 #include "store/capacity.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
+#include "store/size_ledger.h"
+#include "store/use_order.h"
 #include "store/stats.h"
 #include "util/clock.h"
 #include "util/file_io.h"
@@ -76,7 +78,9 @@ PendingEntry::PendingEntry(PendingEntry&& other) noexcept
       manifest_(std::move(other.manifest_)),
       origin_(std::move(other.origin_)),
       manifest_bytes_(other.manifest_bytes_),
-      created_(other.created_) {
+      created_(other.created_),
+      cache_directory_(std::move(other.cache_directory_)),
+      counted_bytes_(other.counted_bytes_) {
   other.created_ = false;
 }
 
@@ -124,7 +128,7 @@ Status PendingEntry::write_manifest(const Manifest& manifest) {
 
 PendingEntry::~PendingEntry() {
   // The failure that got us here is what the caller reports; a leftover is gc's to collect.
-  if (created_) (void)remove_tree(*fs_, path_);
+  if (created_ && remove_tree(*fs_, path_) && counted_bytes_ > 0) count_deleted(*fs_, cache_directory_, counted_bytes_);
 }
 
 Result<PendingEntry::Commit> PendingEntry::commit(const std::string& final_path) {
@@ -203,6 +207,8 @@ std::optional<PendingEntry> EntryCommit::begin(const Manifest& manifest) {
       fs, store_.config().directory + "/" + kTmpDir + "/" + out_.entry_id + "." + unique_suffix());
   Status st = entry.status();
   if (st) st = entry->reserve(manifest, manifest_bytes, origin_bytes);
+  if (st) st = count_reserved(fs, store_.config().directory, *lock, entry_bytes);
+  if (st) entry->counted(store_.config().directory, entry_bytes);
   if (!st) {
     finish(PublishResult::failed, st.with_context("publish"));
     return std::nullopt;
@@ -230,6 +236,7 @@ void EntryCommit::commit(PendingEntry& entry, const Manifest& manifest) {
     log(LogLevel::warn, "publish: " + synced.to_string());
   }
   index_entry(store_.fs(), store_.config().directory, manifest.key, out_.entry_id);
+  record_use(store_.fs(), store_.config().directory, out_.entry_id, util::now_unix_ns());
   finish(PublishResult::published, {});
 }
 

@@ -36,6 +36,12 @@ class PendingEntry {
   // bytes are known now. The room they take is what the next publisher measures (see
   // ReservationLock in store/capacity.h).
   Status reserve(const Manifest& manifest, std::uint64_t manifest_bytes, const std::string& origin_bytes);
+  // The size ledger counts `bytes` for this reservation (store/size_ledger.h): removing it
+  // unpublished subtracts them again.
+  void counted(std::string cache_directory, std::uint64_t bytes) {
+    cache_directory_ = std::move(cache_directory);
+    counted_bytes_ = bytes;
+  }
   // The reserved data file `index`, to write (the writer owns it from then on).
   UniqueFd take_data_file(std::size_t index) { return std::move(data_files_.at(index)); }
   // Writes the manifest into the file reserved for it, which it must fill exactly.
@@ -56,6 +62,8 @@ class PendingEntry {
   UniqueFd origin_;
   std::uint64_t manifest_bytes_ = 0;
   bool created_ = false;  // the directory exists and is ours to remove
+  std::string cache_directory_;
+  std::uint64_t counted_bytes_ = 0;
 };
 
 // One new entry's way into the cache, with its outcome (counted in stats.json and logged once,

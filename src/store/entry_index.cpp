@@ -33,16 +33,6 @@ std::string checkpoint_name(const Key& key) {
 
 std::string index_path(const std::string& cache_directory) { return cache_directory + "/" + kIndexDir; }
 
-// `path` as a directory of the cache's own, made if absent; never a link or anything else. Each
-// level is checked before the next is made in it, so nothing is created through a planted link.
-bool own_directory(FileSystem& fs, const std::string& path, bool create) {
-  if (create) {
-    if (Status made = fs.make_directory(path); !made && made.sys_errno() != EEXIST) return false;
-  }
-  auto st = fs.stat(path, Follow::no);
-  return st && st->is_directory && !st->is_symlink;
-}
-
 // Names in the directory `name` of `parent`, opened without following a link; none when it
 // cannot be (absent, a link, not a directory).
 std::vector<std::string> names_at(FileSystem& fs, int parent, const std::string& name) {

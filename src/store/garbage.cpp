@@ -8,7 +8,9 @@
 #include "snapcache/extend/file_system.h"
 #include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
+#include "store/capacity.h"
 #include "store/entry_index.h"
+#include "store/size_ledger.h"
 #include "store/layout.h"
 #include "store/miss_record.h"
 #include "util/clock.h"
@@ -47,8 +49,8 @@ bool no_usable_lease(const Status& st) {
 
 class Collector {
  public:
-  Collector(FileSystem& fs, const GarbageOptions& options)
-      : fs_(fs), options_(options), now_(util::now_unix_ns()) {}
+  Collector(FileSystem& fs, const std::string& cache_directory, const GarbageOptions& options)
+      : fs_(fs), cache_directory_(cache_directory), options_(options), now_(util::now_unix_ns()) {}
 
   // Younger things may be a publication that has not yet locked its lease. A date in the future
   // (a wrong clock) protects nothing (util/clock.h).
@@ -73,8 +75,17 @@ class Collector {
         auto left = tree_size(fs_, path);
         item.bytes = left ? *left : 0;
       }
+      const std::uint64_t deleted = item.error ? *bytes : *bytes - std::min(*bytes, item.bytes);
+      if (counted(path)) store::count_deleted(fs_, cache_directory_, deleted);
     }
     items_.push_back(std::move(item));
+  }
+
+  // In the size ledger's count (store/size_ledger.h): tmp/, entries/ and trash/.
+  bool counted(const std::string& path) const {
+    for (const char* sub : {store::kTmpDir, store::kEntriesDir, store::kTrashDir})
+      if (path.starts_with(cache_directory_ + "/" + sub + "/")) return true;
+    return false;
   }
 
   // Entries no load can reach, through evict(): its rule says which entries are stale, that one
@@ -223,6 +234,7 @@ class Collector {
   }
 
   FileSystem& fs_;
+  const std::string& cache_directory_;
   const GarbageOptions& options_;
   std::int64_t now_;
   std::vector<GarbageItem> items_;
@@ -252,8 +264,8 @@ Result<Listing> list(FileSystem& fs, const std::string& dir) {
 
 Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOptions& options) {
   FileSystem& fs = store.fs();
-  Collector c(fs, options);
   const std::string& dir = store.config().directory;
+  Collector c(fs, dir, options);
   // Every directory is listed before anything is removed: one that cannot be listed fails gc
   // before it removed anything, so whatever it removes is in what it returns.
   auto tmp = list(fs, dir + "/" + store::kTmpDir);
@@ -298,6 +310,10 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
   }
   for (const auto& e : top->names)
     if (is_atomic_leftover(e.name)) c.stray(dir + "/" + e.name, "");
+  // The size counted again, which corrects what the count missed (store/size_ledger.h). Not while
+  // a publication makes room: it would wait for it, and the next gc counts.
+  if (options.dry_run == DryRun::no)
+    if (auto lock = store::ReservationLock::take_now(store)) (void)store::recount(store, *lock);
   return c.take_items();
 }
 

@@ -14,8 +14,12 @@
 //   <dir>/misses/<id>.key      keys of recent misses, for `snapcache why`
 //   <dir>/index/<c>/<k>.<id>   entries by component and checkpoint, for a miss to name the
 //                              nearest (store/entry_index.h)
+//   <dir>/size                 the cache's size as counted (store/size_ledger.h); entries/ is
+//                              flocked (LOCK_EX) while it is read and replaced
+//   <dir>/lru/<t>/<s>/<id>     entries by last use, for making room (store/use_order.h)
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,6 +52,15 @@ std::string short_id(const std::string& id);
 // Opens `<entry>/lease` and takes flock in `mode` without waiting; then checks that the file is
 // still the one at that path (an evictor may have renamed the entry meanwhile).
 Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockMode mode);
+
+// `path` as a directory of the cache's own, made if absent (`create`); never a link or anything
+// else. Each level of a tree is checked before the next is made in it, so nothing is created
+// through a planted link.
+bool own_directory(FileSystem& fs, const std::string& path, bool create);
+
+// flock(LOCK_EX) on `fd`, tried without blocking until `patience` has passed: flock has no
+// timeout, and a blocking wait on a stuck holder would never return.
+Status lock_within(FileSystem& fs, int fd, std::chrono::microseconds patience);
 
 // Dates an entry's last use (what LRU eviction goes by) now, through the lease's descriptor (a
 // path could name another file by now). A lease with a second name is a hard link shared with a

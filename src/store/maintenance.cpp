@@ -19,6 +19,7 @@
 #include "store/entry_origin.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
+#include "store/size_ledger.h"
 #include "store/stats.h"
 #include "util/file_io.h"
 #include "util/parallel.h"
@@ -126,18 +127,27 @@ std::string stale_reason(Store& store, const Key& key) {
 
 }  // namespace
 
-Result<std::vector<EntryInfo>> list_entries(Store& store) {
+Status visit_entries(Store& store, const std::function<void(EntryInfo)>& visit) {
   FileSystem& fs = store.fs();
   const std::string& dir = store.config().directory;
-  std::vector<EntryInfo> out;
-  auto names = fs.list_directory(dir + "/" + store::kEntriesDir);
-  if (!names) return names.status().with_context("list the entries of " + dir);
+  auto ids = entry_ids(store);
+  if (!ids) return ids.status();
+  // The order first, from the leases alone (one stat each); an entry without a lease by its
+  // directory's date.
+  std::vector<std::pair<std::int64_t, std::string>> order;
+  order.reserve(ids->size());
+  for (auto& id : *ids) {
+    const std::string path = store.entry_path(id);
+    auto st = fs.stat(path + "/" + store::kLeaseFile, Follow::no);
+    if (!st) st = fs.stat(path, Follow::no);
+    order.emplace_back(st ? st->mtime_ns : 0, std::move(id));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   // Who holds which lease, as of the start of the listing.
   const store::FlockTable locks = store::FlockTable::read();
-  for (const auto& e : *names) {
-    if (!store::is_entry_id(e.name)) continue;
-    auto info = entry_info_with(store, e.name, locks);
-    if (info) out.push_back(std::move(*info));
+  for (const auto& [used, id] : order) {
+    auto info = entry_info_with(store, id, locks);
+    if (info) visit(std::move(*info));
     else if (info.status().code() != StatusCode::not_found) return info.status();  // not_found: evicted meanwhile
   }
   // Unfinished publications, shown so an operator can see (and gc) them.
@@ -153,10 +163,26 @@ Result<std::vector<EntryInfo>> list_entries(Store& store) {
     if (!st || !bytes) continue;  // finished or collected while we looked
     info.bytes = *bytes;
     info.last_use_unix_ns = st->mtime_ns;
-    out.push_back(std::move(info));
+    visit(std::move(info));
   }
-  std::sort(out.begin(), out.end(),
-            [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns > b.last_use_unix_ns; });
+  return Status::ok();
+}
+
+Result<std::vector<EntryInfo>> list_entries(Store& store) {
+  std::vector<EntryInfo> out;
+  SNAPCACHE_RETURN_IF_ERROR(visit_entries(store, [&](EntryInfo info) { out.push_back(std::move(info)); }));
+  // The lease a listing read last may have been touched since the order was taken.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns > b.last_use_unix_ns; });
+  return out;
+}
+
+Result<std::vector<std::string>> entry_ids(Store& store) {
+  auto names = store.fs().list_directory(store.config().directory + "/" + store::kEntriesDir);
+  if (!names) return names.status().with_context("list the entries of " + store.config().directory);
+  std::vector<std::string> out;
+  for (auto& e : *names)
+    if (store::is_entry_id(e.name)) out.push_back(std::move(e.name));
   return out;
 }
 
@@ -271,7 +297,8 @@ Result<std::uint64_t> remove_claimed(Store& store, EntryClaim claim) {
   (void)fs.fsync_directory(store.config().directory + "/" + kEntriesDir);
   bump_counter(fs, store.config().directory, Counter::evicted);
   unindex_entry(fs, store.config().directory, trash + "/" + kManifestFile, claim.id);
-  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
+  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));  // what is left in trash/ stays counted, for gc
+  count_deleted(fs, store.config().directory, claim.bytes);
   return claim.bytes;
 }
 
@@ -288,8 +315,11 @@ Status quarantine(Store& store, const std::string& id, const std::string& why) {
   store::unindex_entry(fs, store.config().directory, trash + "/" + store::kManifestFile, id);
   auto lease = store::take_lease(fs, trash, LockMode::exclusive);
   // A lease that is not a regular file (foreign) is one nobody can hold.
-  if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign)
-    return remove_tree(fs, trash);
+  if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign) {
+    auto bytes = tree_size(fs, trash);
+    SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
+    if (bytes) store::count_deleted(fs, store.config().directory, *bytes);
+  }
   return Status::ok();
 }
 

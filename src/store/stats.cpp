@@ -125,18 +125,6 @@ std::chrono::microseconds patience_of(Counter counter) {
   return std::chrono::milliseconds(10);
 }
 
-// Tries without blocking until `patience` has passed: flock has no timeout, and a blocking wait
-// on a stuck holder would never return.
-Status lock_within(FileSystem& fs, int fd, std::chrono::microseconds patience) {
-  const auto deadline = std::chrono::steady_clock::now() + patience;
-  auto pause = std::chrono::microseconds(250);
-  for (;;) {
-    Status st = fs.lock(fd, LockMode::exclusive, LockWait::no_wait);
-    if (st || st.code() != StatusCode::busy || std::chrono::steady_clock::now() >= deadline) return st;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
-  }
-}
 
 // Writers take turns on the cache directory itself (flock(LOCK_EX) on it while they read, count
 // and replace). Not on stats.json: it is replaced by rename, so each writer would lock the file it

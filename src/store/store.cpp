@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <string_view>
+#include <thread>
 
 #include "util/fmt.h"
 
@@ -43,6 +44,25 @@ Result<UniqueFd> take_lease(FileSystem& fs, const std::string& entry_path, LockM
   if (!now || now->inode != held->inode || now->device != held->device)
     return Status(StatusCode::not_found, "entry was removed while its lease was being taken");
   return std::move(*fd);
+}
+
+bool own_directory(FileSystem& fs, const std::string& path, bool create) {
+  if (create) {
+    if (Status made = fs.make_directory(path); !made && made.sys_errno() != EEXIST) return false;
+  }
+  auto st = fs.stat(path, Follow::no);
+  return st && st->is_directory && !st->is_symlink;
+}
+
+Status lock_within(FileSystem& fs, int fd, std::chrono::microseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::microseconds(250);
+  for (;;) {
+    Status st = fs.lock(fd, LockMode::exclusive, LockWait::no_wait);
+    if (st || st.code() != StatusCode::busy || std::chrono::steady_clock::now() >= deadline) return st;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
 }
 
 void mark_used(FileSystem& fs, int lease_fd) {

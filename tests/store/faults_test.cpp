@@ -21,11 +21,13 @@ std::size_t entries_in(const std::string& dir) { return test::count_entries(dir 
 std::size_t tmp_in(const std::string& dir) { return test::count_entries(dir + "/tmp"); }
 
 // Whether a call at `path` kept the cache's records: stats.json (under a lock on the cache
-// directory itself, which nothing else locks), misses/ or index/. A fault there loses a count or
-// an explanation, never an entry.
+// directory itself, which nothing else locks), misses/, index/, lru/ or the size figure. A fault
+// there loses a count, an explanation or an order (the size is then measured, the order read from
+// the entries), never an entry.
 bool is_record_keeping(const std::string& path, const std::string& cache) {
   return path == cache || path.find("/stats.json") != std::string::npos || path.find("/misses") != std::string::npos ||
-         path.find("/index") != std::string::npos;
+         path.find("/index") != std::string::npos || path.find("/lru") != std::string::npos ||
+         path == cache + "/size" || path.starts_with(cache + "/size.tmp.");
 }
 
 }  // namespace

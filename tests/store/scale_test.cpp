@@ -1,10 +1,14 @@
 // A cache of many entries: what making room and explaining a miss cost, counted in file-system
 // calls (never timed; bench/store_scale_bench.cpp times them at 100k and 1M entries), and the index a
 // miss uses, as untrusted input.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,8 @@
 #include "snapcache/key.h"
 #include "snapcache/maintenance.h"
 #include "store/entry_index.h"
+#include "store/size_ledger.h"
+#include "store/use_order.h"
 #include "support/catch.h"
 #include "support/raw_storages.h"
 #include "support/temp_dir.h"
@@ -49,54 +55,87 @@ std::string record_path(const std::string& cache, const Key& key) {
 }
 std::string parent_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
-}  // namespace
-
-TEST_CASE("making room for k entries among n measures the cache once: O(n) + O(k) file-system calls, not O(k n)",
-          "[store][capacity][scale]") {
-  constexpr int n = 100;
-  test::TempDir dir;
-  auto fs = std::make_shared<FaultInjectingFileSystem>();
+// A cache of `n` tiny entries of seeds 0..n-1, entry i last used i + 1 minutes after the first,
+// all an hour ago; and, as an older snapcache left it, no size figure and no use order yet.
+// Returns the store opened with a capacity one entry short of what the next publication needs.
+std::shared_ptr<Store> old_cache(const std::string& cache, int n, std::shared_ptr<FileSystem> fs) {
   {
-    auto roomy = *Store::open(test::test_config(dir.path()), fs);
+    auto roomy = *Store::open(test::test_config(cache), fs);
     for (int seed = 0; seed < n; ++seed)
       REQUIRE(test::publish_raw(*roomy, test::store_key(seed), tiny_model(64)).result == PublishResult::published);
   }
-  Config tight = test::test_config(dir.path());
+  const std::int64_t hour_ago = time(nullptr) - 3600;
+  for (int seed = 0; seed < n; ++seed) {
+    const timespec at[2] = {{hour_ago + seed * 60, 0}, {hour_ago + seed * 60, 0}};
+    const std::string lease = cache + "/entries/" + key_id(test::store_key(seed)) + "/lease";
+    REQUIRE(::utimensat(AT_FDCWD, lease.c_str(), at, 0) == 0);
+  }
+  std::filesystem::remove_all(cache + "/" + store::kUseOrderDir);
+  std::filesystem::remove(cache + "/" + store::kSizeFile);
+  Config tight = test::test_config(cache);
   auto store = *Store::open(tight, fs);
   const std::uint64_t total = total_bytes(*store).value();
-  const std::uint64_t entry = total / n;  // every entry is about this size (the keys differ by a digit)
-  tight.capacity_bytes = total + entry / 2;
-  store = *Store::open(tight, fs);
+  tight.capacity_bytes = total + total / n / 2;  // every entry is about total / n (the keys differ by a digit)
+  return *Store::open(tight, fs);
+}
 
-  // Room for one more: one eviction.
-  fs->reset_counters();
-  auto one = test::publish_raw(*store, test::store_key(1000), tiny_model(64));
-  REQUIRE(one.result == PublishResult::published);
-  REQUIRE(one.evicted.size() == 1);
-  const std::uint64_t one_calls = all_calls(*fs);
-  // Room for about 25: as many evictions.
-  fs->reset_counters();
-  auto many = test::publish_raw(*store, test::store_key(1001), tiny_model(64 + 24 * entry));
-  REQUIRE(many.result == PublishResult::published);
-  const std::uint64_t k = many.evicted.size();
-  REQUIRE(k >= 20);
-  const std::uint64_t many_calls = all_calls(*fs);
+}  // namespace
 
-  // Each further eviction is that entry's own work (its lease, its measure, the rename, the
-  // removal: a few dozen calls); measuring the cache again would be several calls per entry.
-  const double per_eviction = static_cast<double>(many_calls - one_calls) / static_cast<double>(k - 1);
-  INFO(n << " entries: making room for 1 took " << one_calls << " calls, for " << k << " " << many_calls
-         << " calls: " << per_eviction << " per further eviction");
-  CHECK(per_eviction < 60);
-  CHECK(one_calls < 20 * n);  // one measure and one listing of the leases, each a few calls per entry
-  CHECK(total_bytes(*store).value() <= tight.capacity_bytes);
-  // Least recently used first: the oldest publications went, in order.
-  std::vector<std::string> expected;
-  for (int seed = 0; seed < static_cast<int>(k) + 1; ++seed) expected.push_back(key_id(test::store_key(seed)));
-  std::vector<std::string> evicted;
-  for (const auto* outcome : {&one, &many})
-    for (const EvictedEntry& e : outcome->evicted) evicted.push_back(e.id);
-  CHECK(evicted == expected);
+TEST_CASE("making room counts the cache instead of measuring it, and reads the oldest entries, not every one",
+          "[store][capacity][scale]") {
+  // The same publications in a cache of 40 and of 160 entries cost the same file-system calls
+  // once the cache has been read the first time (a size figure, a use order); before, each
+  // measured the cache and read every lease: calls in proportion to the entries.
+  std::map<int, std::uint64_t> calls, evict_calls;
+  for (int n : {40, 160}) {
+    test::TempDir dir;
+    auto fs = std::make_shared<FaultInjectingFileSystem>();
+    auto store = old_cache(dir.path(), n, fs);
+    // The first eviction reads every entry, once: the cache has no figure and no use order yet.
+    auto first = test::publish_raw(*store, test::store_key(1000), tiny_model(64));
+    REQUIRE(first.result == PublishResult::published);
+    REQUIRE(first.evicted.size() == 1);
+    CHECK(first.evicted[0].id == key_id(test::store_key(0)));
+    CHECK(std::filesystem::is_regular_file(dir.path() + "/" + store::kSizeFile));
+    // Entry 1 is used now: a hit dates its lease and nothing else; the order is corrected where
+    // it is read.
+    REQUIRE(store->lookup(test::store_key(1)).result == LookupResult::hit);
+    fs->reset_counters();
+    auto second = test::publish_raw(*store, test::store_key(1001), tiny_model(64));
+    REQUIRE(second.result == PublishResult::published);
+    REQUIRE(second.evicted.size() == 1);
+    CHECK(second.evicted[0].id == key_id(test::store_key(2)));  // the least recently used now
+    calls[n] = all_calls(*fs);
+    // The figure the publications kept is the cache's size, as measured.
+    CHECK(store::size_now(*store).value() == total_bytes(*store).value());
+    CHECK(total_bytes(*store).value() <= store->config().capacity_bytes);
+    // Room for about 25 more: the next 25 least recently used, in order.
+    const std::uint64_t entry = total_bytes(*store).value() / static_cast<std::uint64_t>(n);
+    auto many = test::publish_raw(*store, test::store_key(1002), tiny_model(64 + 24 * entry));
+    REQUIRE(many.result == PublishResult::published);
+    std::vector<std::string> expected, evicted;
+    for (int seed = 3; seed < 3 + static_cast<int>(many.evicted.size()); ++seed)
+      expected.push_back(key_id(test::store_key(seed)));
+    for (const EvictedEntry& e : many.evicted) evicted.push_back(e.id);
+    CHECK(many.evicted.size() >= 20);
+    CHECK(evicted == expected);
+    CHECK(store::size_now(*store).value() == total_bytes(*store).value());
+    // `snapcache evict ID`: that entry alone, and the counted size.
+    EvictRequest one;
+    one.ids = {key_id(test::store_key(n - 1))};
+    fs->reset_counters();
+    auto gone = evict(*store, one);
+    REQUIRE(gone);
+    CHECK(gone->evicted == one.ids);
+    evict_calls[n] = all_calls(*fs);
+    CHECK(gone->bytes_after == total_bytes(*store).value());
+  }
+  INFO("a publication evicting one entry: " << calls[40] << " file-system calls among 40 entries, " << calls[160]
+                                            << " among 160; evict ID: " << evict_calls[40] << " and "
+                                            << evict_calls[160]);
+  CHECK(calls[160] == calls[40]);
+  CHECK(calls[40] < 200);
+  CHECK(evict_calls[160] == evict_calls[40]);
 }
 
 TEST_CASE("a miss reads a few manifests to name the nearest entry, not one per entry", "[store][key][scale]") {

@@ -117,17 +117,23 @@ std::optional<std::string> nearest_name(const std::string& word, const std::vect
 std::string resolve_entry(Store& store, const std::string& text) {
   if (!is_hex(text))
     throw CliError(kUsage, fmt::format("'{}' is not an entry id (lowercase hex digits, as `snapcache ls` shows)", text));
-  std::vector<EntryInfo> matches;
-  for (auto& e : published_entries(store))
-    if (e.id.starts_with(text)) matches.push_back(std::move(e));
+  // Names alone, then the matches: reading every entry took minutes in a cache of a million.
+  auto ids = entry_ids(store);
+  if (!ids) throw CliError(kFailure, ids.status().message());
+  std::vector<std::string> matches;
+  for (auto& id : *ids)
+    if (id.starts_with(text)) matches.push_back(std::move(id));
   if (matches.empty()) throw CliError(kNotFound, fmt::format("no entry matches '{}'", text));
   if (matches.size() > 1) {
     std::vector<std::string> list;
-    for (const auto& e : matches) list.push_back(fmt::format("{}  {}", e.id, describe_entry(e)));
+    for (const auto& id : matches) {
+      auto e = entry_info(store, id);
+      list.push_back(e ? fmt::format("{}  {}", id, describe_entry(*e)) : id);
+    }
     throw CliError(kNotFound, fmt::format("'{}' is ambiguous; it matches {} entries:", text, matches.size()),
                    std::move(list));
   }
-  return matches.front().id;
+  return matches.front();
 }
 
 }  // namespace snapcache::cli

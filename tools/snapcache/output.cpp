@@ -80,6 +80,10 @@ std::string Table::render() const {
 
 void Table::print() const { std::fputs(render().c_str(), stdout); }
 
+void Table::print_header() const {
+  if (!header_.empty()) std::fputs(line(header_, widths(nullptr)).c_str(), stdout);
+}
+
 void Table::print_row(std::vector<std::string> row) const {
   for (auto& cell : row) cell = printable(cell);
   std::fputs(line(row, widths(&row)).c_str(), stdout);

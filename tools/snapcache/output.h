@@ -38,6 +38,7 @@ class Table {
   // the table held them all: reserve() first the cells known beforehand (each entry's component),
   // so that every column is already as wide as any row will make it.
   void reserve(std::vector<std::string> row);
+  void print_header() const;
   void print_row(std::vector<std::string> row) const;
 
  private:

@@ -33,7 +33,12 @@ int run(Context& ctx, const Options& o) {
 
   // What each entry is, for the report; read before any of them goes.
   std::map<std::string, EntryInfo> known;
-  for (auto& e : published_entries(store)) known.emplace(e.id, std::move(e));
+  if (o.all || !o.older_than.empty() || !o.to_size.empty() || o.stale) {
+    for (auto& e : published_entries(store)) known.emplace(e.id, std::move(e));
+  } else {  // the chosen ones alone (see evict())
+    for (const auto& id : request.ids)
+      if (auto e = entry_info(store, id)) known.emplace(id, std::move(*e));
+  }
   auto outcome = evict(store, request);
   if (!outcome) throw CliError(kFailure, outcome.status().message());
   const EvictOutcome& out = *outcome;
