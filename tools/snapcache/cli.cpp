@@ -117,7 +117,14 @@ std::optional<std::string> nearest_name(const std::string& word, const std::vect
 std::string resolve_entry(Store& store, const std::string& text) {
   if (!is_hex(text))
     throw CliError(kUsage, fmt::format("'{}' is not an entry id (lowercase hex digits, as `snapcache ls` shows)", text));
-  // Names alone, then the matches: reading every entry took minutes in a cache of a million.
+  // A whole id is looked up alone; a prefix is matched against the names alone, then the matches
+  // are read: reading every entry took minutes in a cache of a million.
+  if (text.size() == 32) {
+    auto info = entry_info(store, text);
+    if (info) return text;
+    if (info.status().code() != StatusCode::not_found) throw CliError(kFailure, info.status().message());
+    throw CliError(kNotFound, fmt::format("no entry matches '{}'", text));
+  }
   auto ids = entry_ids(store);
   if (!ids) throw CliError(kFailure, ids.status().message());
   std::vector<std::string> matches;
