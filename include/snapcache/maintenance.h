@@ -33,6 +33,21 @@ struct VerifyReport {
   Status status;  // ok, or why the entry is damaged
   std::vector<DamagedChunk> damaged_chunks;
   std::uint64_t bytes_hashed = 0;
+  // In a file another entry shares, proven for that entry earlier in the run (VerifiedFiles), so
+  // not hashed again.
+  std::uint64_t bytes_proven_before = 0;
+};
+
+// What verify_entry proved over a run of several entries: a data file entries share (equal bytes
+// are stored once: docs/format.md) is hashed for the first entry that names it, and is proven for
+// the others while it keeps the identity it was hashed under and they list the chunk hashes it matched.
+class SNAPCACHE_API VerifiedFiles {
+ public:
+  bool contains(const FileIdentity& now, const DataFile& file) const;
+  void add(const FileIdentity& now, const DataFile& file);
+
+ private:
+  std::vector<std::pair<FileIdentity, DataFile>> proven_;
 };
 
 enum class EntryState { ok, damaged, unfinished };
@@ -45,6 +60,9 @@ struct EntryInfo {
   std::string problem;              // why damaged
   std::optional<Manifest> manifest;  // when it could be read
   std::uint64_t bytes = 0;          // on disk
+  // Of `bytes`, those in data files another entry holds too (entries with the same bytes share
+  // one file): on the disk once, and not freed by removing this entry while the other stays.
+  std::uint64_t shared_bytes = 0;
   std::int64_t last_use_unix_ns = 0;
   bool leased = false;
   std::vector<int> lease_holders;  // process ids holding the lease (from /proc/locks)
@@ -198,6 +216,10 @@ SNAPCACHE_API Result<EntryInfo> entry_info(Store& store, const std::string& id);
 // not_found; neither is damage, and neither may be repaired.
 SNAPCACHE_API VerifyReport verify_entry(Store& store, const std::string& id,
                                         const std::function<void(std::uint64_t)>& progress = {});
+// The same, one entry of a run: files in `verified` are not hashed again (they count toward
+// `progress` all the same), and the shared files this entry proves are added to it.
+SNAPCACHE_API VerifyReport verify_entry(Store& store, const std::string& id,
+                                        const std::function<void(std::uint64_t)>& progress, VerifiedFiles& verified);
 // Removes an unleased entry and returns the bytes it held; busy if leased.
 SNAPCACHE_API Result<std::uint64_t> remove_entry(Store& store, const std::string& id);
 // Takes a damaged entry out of entries/ at once, leased or not (a process that proved it earlier

@@ -23,10 +23,11 @@ namespace snapcache {
 
 Result<std::uint64_t> total_bytes(Store& store) {
   std::uint64_t total = 0;
+  FileKeys shared;  // a file of several names (store/shared_data.h) is on the disk once
   // In the order bytes move (a publication from tmp/ to entries/, an eviction from entries/ to
   // trash/), so a directory renamed while it is measured is counted twice, never missed.
   for (const char* sub : {store::kTmpDir, store::kEntriesDir, store::kTrashDir}) {
-    auto bytes = tree_size(store.fs(), store.config().directory + "/" + sub);
+    auto bytes = tree_size(store.fs(), store.config().directory + "/" + sub, shared);
     if (!bytes) return bytes.status().with_context("measure the cache");
     total += *bytes;
   }

@@ -17,6 +17,7 @@
 #include "store/capacity.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
+#include "store/shared_data.h"
 #include "store/size_ledger.h"
 #include "store/use_order.h"
 #include "store/stats.h"
@@ -36,18 +37,14 @@ Counter counter_of(PublishResult result) {
   return Counter::publish_failed;
 }
 
-// File timestamps come from a coarse clock (one scheduler tick, up to 10 ms). A change made in the
-// same tick as the identity we just recorded would keep that identity, and a later load would
-// trust stale checksums. Waiting until the clock has moved on makes every later write visible as
-// a new mtime/ctime. Costs at most ~20 ms per entry.
+}  // namespace
+
 void settle_timestamps(const FileIdentity& id) {
   constexpr std::int64_t kTickMarginNs = 20'000'000;
   const std::int64_t stamp = std::max(id.mtime_ns, id.ctime_ns);
   const std::int64_t wait = stamp + kTickMarginNs - util::now_unix_ns();
   if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kTickMarginNs)));
 }
-
-}  // namespace
 
 Result<PendingEntry> PendingEntry::create(FileSystem& fs, std::string tmp_path) {
   PendingEntry entry(fs, std::move(tmp_path));
@@ -124,6 +121,12 @@ Status PendingEntry::write_manifest(const Manifest& manifest) {
                   fmt::format("the manifest is {} bytes, {} were reserved", bytes.size(), manifest_bytes_));
   SNAPCACHE_RETURN_IF_ERROR(write_all(*fs_, manifest_.get(), bytes.data(), bytes.size(), 0));
   return fs_->fsync(manifest_.get());
+}
+
+void PendingEntry::shared(std::uint64_t bytes) {
+  bytes = std::min(bytes, counted_bytes_);
+  counted_bytes_ -= bytes;
+  if (bytes > 0) count_deleted(*fs_, cache_directory_, bytes);
 }
 
 PendingEntry::~PendingEntry() {
@@ -216,7 +219,8 @@ std::optional<PendingEntry> EntryCommit::begin(const Manifest& manifest) {
   return std::move(*entry);
 }
 
-void EntryCommit::commit(PendingEntry& entry, const Manifest& manifest) {
+void EntryCommit::commit(PendingEntry& entry, Manifest& manifest) {
+  entry.shared(share_identical_data(store_, entry.path(), out_.entry_id, manifest));
   if (Status st = entry.write_manifest(manifest); !st) {
     finish(PublishResult::failed, st.with_context("publish"));
     return;

@@ -42,6 +42,10 @@ class PendingEntry {
     cache_directory_ = std::move(cache_directory);
     counted_bytes_ = bytes;
   }
+  // `bytes` of the reservation are another entry's now (store/shared_data.h): the ledger no
+  // longer counts them here.
+  void shared(std::uint64_t bytes);
+  const std::string& path() const { return path_; }
   // The reserved data file `index`, to write (the writer owns it from then on).
   UniqueFd take_data_file(std::size_t index) { return std::move(data_files_.at(index)); }
   // Writes the manifest into the file reserved for it, which it must fill exactly.
@@ -83,9 +87,10 @@ class EntryCommit {
   // skipped with the reason, failed) is then final. Fields filled in after this (chunk hashes,
   // data file identities) keep the manifest's length (they have fixed widths).
   std::optional<PendingEntry> begin(const Manifest& manifest);
-  // After the data files are durable and their identities are in `manifest`: writes the manifest
-  // and renames the entry into entries/.
-  void commit(PendingEntry& entry, const Manifest& manifest);
+  // After the data files are durable and their identities are in `manifest`: shares the files
+  // another entry holds byte for byte (store/shared_data.h), writes the manifest and renames the
+  // entry into entries/.
+  void commit(PendingEntry& entry, Manifest& manifest);
   // Ends with `result` (an error on the way, say); returns the outcome.
   PublishOutcome& finish(PublishResult result, Status status);
   PublishOutcome& outcome() { return out_; }
@@ -101,5 +106,11 @@ class EntryCommit {
 // fsyncs a data file just written, checks it has `file.size` bytes and records its identity in
 // `file`, then waits until the coarse file clock has moved on (see settle_timestamps in the .cpp).
 Status seal_data_file(FileSystem& fs, int fd, DataFile& file);
+
+// File timestamps come from a coarse clock (one scheduler tick, up to 10 ms). A change made in the
+// same tick as an identity just recorded would keep that identity, and a later load would trust
+// stale checksums. Waiting until the clock has moved on makes every later write visible as a new
+// mtime/ctime. Costs at most ~20 ms.
+void settle_timestamps(const FileIdentity& id);
 
 }  // namespace snapcache::store

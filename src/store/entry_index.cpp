@@ -85,18 +85,40 @@ void unindex_entry(FileSystem& fs, const std::string& cache_directory, const std
   if (fs.remove_directory(bucket)) (void)fs.remove_directory(component);
 }
 
-std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
-                                                         const Key& key, std::size_t max) {
+namespace {
+
+// The component's directory of the index, when the cache has an index (nullopt) and the component
+// an entry (an empty descriptor when not).
+std::optional<UniqueFd> component_directory(FileSystem& fs, const std::string& cache_directory, const Key& key) {
   auto top = fs.open_directory(cache_directory);
   if (!top) return std::nullopt;
   auto index = fs.open_directory_at(top->get(), kIndexDir);
   if (!index) return std::nullopt;
+  auto component = fs.open_directory_at(index->get(), hash_name(key.component));
+  return component ? std::move(*component) : UniqueFd();
+}
+
+}  // namespace
+
+std::vector<std::string> index_siblings(FileSystem& fs, const std::string& cache_directory, const Key& key,
+                                        std::size_t max) {
   std::vector<std::string> out;
+  auto component = component_directory(fs, cache_directory, key);
+  if (!component || !component->valid()) return out;
+  for (auto& id : names_at(fs, component->get(), checkpoint_name(key)))
+    if (out.size() < max && is_entry_id(id)) out.push_back(std::move(id));
+  return out;
+}
+
+std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
+                                                         const Key& key, std::size_t max) {
+  auto component = component_directory(fs, cache_directory, key);
+  if (!component) return std::nullopt;
+  std::vector<std::string> out;
+  if (!component->valid()) return out;  // no entry of the component
   auto take = [&](const std::string& id) {
     if (out.size() < max && is_entry_id(id) && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
   };
-  auto component = fs.open_directory_at(index->get(), hash_name(key.component));
-  if (!component) return out;  // no entry of the component
   const std::string checkpoint = checkpoint_name(key);
   for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
   if (!out.empty()) return out;

@@ -41,6 +41,11 @@ void unindex_entry(FileSystem& fs, const std::string& cache_directory, const std
 std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
                                                          const Key& key, std::size_t max);
 
+// Up to `max` ids of the entries of the key's component and checkpoint, by the index alone: the
+// entries that may hold the same bytes (store/shared_data.h). May name entries that are gone.
+std::vector<std::string> index_siblings(FileSystem& fs, const std::string& cache_directory, const Key& key,
+                                        std::size_t max);
+
 // What gc checks the index against (garbage.cpp): the name of a component's or a checkpoint's
 // directory (16 hex digits), and where the record of entry `id` of `key` is.
 bool is_index_hash_name(const std::string& name);

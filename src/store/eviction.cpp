@@ -67,11 +67,14 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
         out.skipped.emplace_back(e.id, "entry is leased by " + describe_processes(e.lease_holders));
         continue;
       }
+      // What a removal would free: not the bytes of a file another entry shares (at least while
+      // the other stays; so a dry run may say less than the eviction frees).
+      const std::uint64_t freed = e.bytes - std::min(e.bytes, e.shared_bytes);
       out.evicted.push_back(e.id);
-      out.evicted_bytes.push_back(e.bytes);
+      out.evicted_bytes.push_back(freed);
       out.evicted_stale.push_back(e.stale);
-      out.bytes_freed += e.bytes;
-      total -= std::min(total, e.bytes);
+      out.bytes_freed += freed;
+      total -= std::min(total, freed);
       continue;
     }
     auto removed = remove_entry(store, e.id);

@@ -70,12 +70,17 @@ class Collector {
     }
     GarbageItem item{path, std::move(reason), *bytes, Status::ok()};
     if (options_.dry_run == DryRun::no) {
+      // What the deletion frees: a file another name keeps (store/shared_data.h) frees nothing.
+      auto alone = tree_size(fs_, path, SharedFiles::not_at_all);
+      std::uint64_t alone_left = 0;
       item.error = remove_tree(fs_, path);
       if (!item.error) {
         auto left = tree_size(fs_, path);
         item.bytes = left ? *left : 0;
+        auto still = tree_size(fs_, path, SharedFiles::not_at_all);
+        alone_left = still ? *still : 0;
       }
-      const std::uint64_t deleted = item.error ? *bytes : *bytes - std::min(*bytes, item.bytes);
+      const std::uint64_t deleted = alone ? *alone - std::min(*alone, alone_left) : 0;
       if (counted(path)) store::count_deleted(fs_, cache_directory_, deleted);
     }
     items_.push_back(std::move(item));

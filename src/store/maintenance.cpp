@@ -19,6 +19,7 @@
 #include "store/entry_origin.h"
 #include "store/entry_index.h"
 #include "store/layout.h"
+#include "store/shared_data.h"
 #include "store/size_ledger.h"
 #include "store/stats.h"
 #include "util/file_io.h"
@@ -199,9 +200,10 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
   info.path = store.entry_path(id);
   auto dir = fs.stat(info.path, Follow::no);
   if (!dir) return dir.status();
-  auto bytes = tree_size(fs, info.path);
+  auto bytes = tree_bytes(fs, info.path);
   if (!bytes) return bytes.status();
-  info.bytes = *bytes;
+  info.bytes = bytes->total;
+  info.shared_bytes = bytes->shared;
   info.last_use_unix_ns = dir->mtime_ns;
   if (auto lease = fs.stat(info.path + "/" + store::kLeaseFile, Follow::no)) {
     info.last_use_unix_ns = lease->mtime_ns;
@@ -226,7 +228,24 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
 
 }  // namespace
 
+bool VerifiedFiles::contains(const FileIdentity& now, const DataFile& file) const {
+  return std::any_of(proven_.begin(), proven_.end(), [&](const auto& p) {
+    return p.first == now && p.second.size == file.size && p.second.chunk_size == file.chunk_size &&
+           p.second.chunk_hashes == file.chunk_hashes;
+  });
+}
+
+void VerifiedFiles::add(const FileIdentity& now, const DataFile& file) {
+  if (!contains(now, file)) proven_.emplace_back(now, file);
+}
+
 VerifyReport verify_entry(Store& store, const std::string& id, const std::function<void(std::uint64_t)>& progress) {
+  VerifiedFiles none;
+  return verify_entry(store, id, progress, none);
+}
+
+VerifyReport verify_entry(Store& store, const std::string& id, const std::function<void(std::uint64_t)>& progress,
+                          VerifiedFiles& verified) {
   FileSystem& fs = store.fs();
   VerifyReport report;
   report.entry_id = id;
@@ -244,17 +263,27 @@ VerifyReport verify_entry(Store& store, const std::string& id, const std::functi
     return report;
   }
   const Manifest& m = *check.manifest;
-  std::vector<std::uint32_t> all(m.files.size());
-  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<std::uint32_t> files;
+  for (std::uint32_t i = 0; i < m.files.size(); ++i) {
+    if (verified.contains(check.identities[i], m.files[i])) {
+      report.bytes_proven_before += m.files[i].size;
+      if (progress) progress(m.files[i].size);
+    } else {
+      files.push_back(i);
+    }
+  }
   // The files the check opened, as a load hashes and maps them: a file renamed away meanwhile is
   // still read whole, one renamed in is not mistaken for the entry's.
-  auto rehash = store::rehash_files(fs, m, check.data_files, all, util::worker_count(), progress);
+  auto rehash = store::rehash_files(fs, m, check.data_files, files, util::worker_count(), progress);
   report.bytes_hashed = rehash.bytes;
   report.damaged_chunks = std::move(rehash.damaged);
   if (!rehash.status) {
     report.status = rehash.status;
   } else if (!report.damaged_chunks.empty()) {
     report.status = Status(StatusCode::damaged, store::describe_damage(report.damaged_chunks));
+  } else {
+    for (std::uint32_t i : files)  // only a file of several names can be another entry's
+      if (check.identities[i].links > 1) verified.add(check.identities[i], m.files[i]);
   }
   return report;
 }
@@ -283,7 +312,7 @@ Result<EntryClaim> claim_entry(Store& store, const std::string& id) {
     if (lease.status().code() != StatusCode::not_found || !fs.stat(path)) return lease.status();
     // No lease file: a damaged entry nobody can be using; it can go.
   }
-  auto bytes = tree_size(fs, path);
+  auto bytes = tree_size(fs, path, SharedFiles::not_at_all);  // another entry's name keeps shared bytes
   if (!bytes) return bytes.status();
   claim.bytes = *bytes;
   return claim;
@@ -297,7 +326,8 @@ Result<std::uint64_t> remove_claimed(Store& store, EntryClaim claim) {
   (void)fs.fsync_directory(store.config().directory + "/" + kEntriesDir);
   bump_counter(fs, store.config().directory, Counter::evicted);
   unindex_entry(fs, store.config().directory, trash + "/" + kManifestFile, claim.id);
-  SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));  // what is left in trash/ stays counted, for gc
+  // What is left in trash/ stays counted, for gc.
+  SNAPCACHE_RETURN_IF_ERROR(remove_sharing_tree(store, trash, claim.id));
   count_deleted(fs, store.config().directory, claim.bytes);
   return claim.bytes;
 }
@@ -316,7 +346,7 @@ Status quarantine(Store& store, const std::string& id, const std::string& why) {
   auto lease = store::take_lease(fs, trash, LockMode::exclusive);
   // A lease that is not a regular file (foreign) is one nobody can hold.
   if (lease || lease.status().code() == StatusCode::not_found || lease.status().code() == StatusCode::foreign) {
-    auto bytes = tree_size(fs, trash);
+    auto bytes = tree_size(fs, trash, SharedFiles::not_at_all);
     SNAPCACHE_RETURN_IF_ERROR(remove_tree(fs, trash));
     if (bytes) store::count_deleted(fs, store.config().directory, *bytes);
   }

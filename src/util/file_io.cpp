@@ -284,13 +284,33 @@ class Remover : public TreeWalk::Visitor {
 
 class Measurer : public TreeWalk::Visitor {
  public:
+  Measurer(SharedFiles shared, FileKeys* seen) : shared_(shared), seen_(seen) {}
   Status leaf(int, const std::string&, const FileIdentity& id) override {
-    if (!id.is_symlink) total += id.size;  // a link's target is not the tree's
+    if (id.is_symlink) return Status::ok();  // a link's target is not the tree's
+    if (id.links > 1 && !id.is_directory) {
+      in_shared_files += id.size;
+      if (seen_ ? !seen_->insert({id.device, id.inode}).second : shared_ == SharedFiles::not_at_all)
+        return Status::ok();
+    }
+    total += id.size;
     return Status::ok();
   }
   Status directory_done(int, const std::string&) override { return Status::ok(); }
   std::uint64_t total = 0;
+  std::uint64_t in_shared_files = 0;
+
+ private:
+  SharedFiles shared_;
+  FileKeys* seen_;
 };
+
+Result<TreeBytes> measure_tree(FileSystem& fs, const std::string& path, SharedFiles shared, FileKeys* seen) {
+  TreeWalk walk(fs, path);
+  Measurer measurer(shared, seen);
+  // Below the top, what cannot be looked at counts as nothing, like a file removed while counting.
+  SNAPCACHE_RETURN_IF_ERROR(walk.run(measurer));
+  return TreeBytes{measurer.total, measurer.in_shared_files};
+}
 
 }  // namespace
 
@@ -306,12 +326,20 @@ Status remove_tree(FileSystem& fs, const std::string& path) {
                 first.sys_errno());
 }
 
-Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path) {
-  TreeWalk walk(fs, path);
-  Measurer measurer;
-  // Below the top, what cannot be looked at counts as nothing, like a file removed while counting.
-  SNAPCACHE_RETURN_IF_ERROR(walk.run(measurer));
-  return measurer.total;
+Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, SharedFiles shared) {
+  auto bytes = measure_tree(fs, path, shared, nullptr);
+  if (!bytes) return bytes.status();
+  return bytes->total;
+}
+
+Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, FileKeys& seen) {
+  auto bytes = measure_tree(fs, path, SharedFiles::in_full, &seen);
+  if (!bytes) return bytes.status();
+  return bytes->total;
+}
+
+Result<TreeBytes> tree_bytes(FileSystem& fs, const std::string& path) {
+  return measure_tree(fs, path, SharedFiles::in_full, nullptr);
 }
 
 Status make_directories(FileSystem& fs, const std::string& path) {

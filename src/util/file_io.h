@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "snapcache/extend/file_system.h"
 #include "util/atomic_file.h"
@@ -51,8 +53,23 @@ Status write_file_atomic(FileSystem& fs, const std::string& path, const std::str
 Status remove_tree(FileSystem& fs, const std::string& path);
 // Sum of the sizes of the files below `path`, walked like remove_tree: a symlink counts as nothing
 // and is not followed (so a link loop cannot make it walk forever); a file removed while counting,
-// or one below the top that cannot be looked at, counts as nothing.
-Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path);
+// or one below the top that cannot be looked at, counts as nothing. A file with more than one name
+// (entries holding the same bytes share one file: store/shared_data.h) counts as `shared` says.
+enum class SharedFiles {
+  in_full,    // what the tree holds
+  not_at_all  // what removing the tree frees: another name keeps those bytes
+};
+Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, SharedFiles shared = SharedFiles::in_full);
+// The same, with each file of several names counted once among all the trees measured with
+// `seen` (its device and inode are added there): what the trees take on the disk together.
+using FileKeys = std::set<std::pair<std::uint64_t, std::uint64_t>>;
+Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, FileKeys& seen);
+// Both at once: what the tree holds, and how much of it is in files of several names.
+struct TreeBytes {
+  std::uint64_t total = 0;
+  std::uint64_t shared = 0;
+};
+Result<TreeBytes> tree_bytes(FileSystem& fs, const std::string& path);
 // Creates `path` and missing parents.
 Status make_directories(FileSystem& fs, const std::string& path);
 

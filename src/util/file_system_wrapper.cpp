@@ -8,7 +8,7 @@ const char* to_string(FileSystemCall call) {
   static constexpr const char* names[kFileSystemCalls] = {
       "open", "pwrite", "pread", "fsync", "fsync_directory", "allocate", "rename",
       "make_directory", "remove_file", "remove_directory", "stat", "fstat", "list_directory",
-      "space", "map", "lock", "touch", "open_directory", "reopen_uncached"};
+      "space", "map", "lock", "touch", "open_directory", "reopen_uncached", "link"};
   const int i = static_cast<int>(call);
   return i >= 0 && i < kFileSystemCalls ? names[i] : "?";
 }
@@ -42,6 +42,11 @@ Status FileSystemWrapper::allocate(int fd, std::uint64_t size) {
 Status FileSystemWrapper::rename(const std::string& from, const std::string& to) {
   SNAPCACHE_RETURN_IF_ERROR(admit(FileSystemCall::rename, from + " " + to, -1));
   return target_->rename(from, to);
+}
+
+Status FileSystemWrapper::link(const std::string& from, const std::string& to) {
+  SNAPCACHE_RETURN_IF_ERROR(admit(FileSystemCall::link, from + " " + to, -1));
+  return target_->link(from, to);
 }
 Status FileSystemWrapper::make_directory(const std::string& path) {
   SNAPCACHE_RETURN_IF_ERROR(admit(FileSystemCall::make_directory, path, -1));

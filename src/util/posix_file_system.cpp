@@ -173,6 +173,11 @@ class PosixFileSystem final : public FileSystem {
     return Status::from_errno(rc, "allocate");
   }
 
+  Status link(const std::string& from, const std::string& to) override {
+    if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), 0) != 0)
+      return Status::from_errno(errno, "link " + from + " -> " + to);
+    return Status::ok();
+  }
   Status rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0)
       return Status::from_errno(errno, "rename " + from + " -> " + to);

@@ -7,6 +7,7 @@
 #include "cli_fixtures.h"
 #include "cli_runner.h"
 #include "snapcache/dtype.h"
+#include "snapcache/maintenance.h"
 #include "snapcache/manifest.h"
 #include "support/catch.h"
 #include "support/child_process.h"
@@ -282,4 +283,41 @@ TEST_CASE("cli inspect summarises an entry's tensors, and --chunks and --all lis
   CHECK(j["tensors"].size() == model.tensors.size());
   CHECK(j["storages"].size() == model.storages.size());
   CHECK_FALSE(j["files"][0]["chunk_hashes"].empty());
+}
+
+TEST_CASE("cli ls and verify count a data file that two entries share once", "[cli][ls][shared]") {
+  Cache cache;
+  cache.publish(1, 2);
+  Key upgraded = store_key(1);
+  upgraded.torch.version += ".post1";  // the same tensors under another Torch: the same bytes
+  cache.publish(upgraded, 1, 2);
+  const std::uint64_t measured = total_bytes(*cache.store).value();
+
+  auto run = run_cli(with_dir(cache, {"ls", "--json"}));
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = run.json();
+  REQUIRE(j["entries"].size() == 2);
+  std::uint64_t sizes = 0;
+  for (const auto& e : j["entries"]) {
+    CHECK(e["shared_bytes"].get<std::uint64_t>() >= (1u << 20));
+    sizes += e["bytes"].get<std::uint64_t>();
+  }
+  CHECK(j["bytes"].get<std::uint64_t>() == measured);
+  CHECK(sizes - measured >= (1u << 20));  // the entries' sizes hold the shared file twice
+
+  auto text = run_cli(with_dir(cache, {"ls"}));
+  REQUIRE(text.exit_code == 0);
+  INFO(text.out);
+  CHECK(contains(text.out, "of the sizes above in files entries share"));
+
+  auto verified = run_cli(with_dir(cache, {"verify", "--json"}));
+  INFO(verified.out);
+  REQUIRE(verified.exit_code == 0);
+  auto v = verified.json();
+  REQUIRE(v["entries"].size() == 2);
+  const auto& later = v["entries"][1];
+  CHECK(later["bytes_hashed"] == 0);
+  CHECK(later["bytes_proven_before"] == v["entries"][0]["bytes_hashed"]);
+  CHECK(v["bytes_hashed"] == v["entries"][0]["bytes_hashed"]);
 }

@@ -149,6 +149,12 @@ Status PowerLossFileSystem::rename(const std::string& from, const std::string& t
   return Status::ok();
 }
 
+Status PowerLossFileSystem::link(const std::string& from, const std::string& to) {
+  SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::link(from, to));
+  log(Kind::create, from, to);
+  return Status::ok();
+}
+
 Status PowerLossFileSystem::make_directory(const std::string& path) {
   SNAPCACHE_RETURN_IF_ERROR(FileSystemWrapper::make_directory(path));
   log(Kind::mkdir, "", path);

@@ -44,6 +44,7 @@ class PowerLossFileSystem final : public FileSystemWrapper {
   Status fsync(int fd) override;
   Status fsync_directory(const std::string& path) override;
   Status rename(const std::string& from, const std::string& to) override;
+  Status link(const std::string& from, const std::string& to) override;  // a name made, as by create
   Status make_directory(const std::string& path) override;
 
  protected:

@@ -187,6 +187,7 @@ json entry_summary_json(const EntryInfo& e) {
             {"problem", e.problem},
             {"stale", e.stale.empty() ? json(nullptr) : json(e.stale)},
             {"bytes", e.bytes},
+            {"shared_bytes", e.shared_bytes},
             {"last_use_unix_ns", e.last_use_unix_ns},
             {"leased", e.leased},
             {"lease_holders", holders_json(e.lease_holders)},

@@ -133,6 +133,9 @@ class SNAPCACHE_API FileSystem {
   // Reserves `size` bytes so that ENOSPC shows up now, not in the middle of the data.
   virtual Status allocate(int fd, std::uint64_t size) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
+  // A second name `to` for the regular file `from` (linkat without following a symlink at `from`);
+  // EEXIST when `to` exists. Entries that hold the same bytes share one file this way.
+  virtual Status link(const std::string& from, const std::string& to) = 0;
   virtual Status make_directory(const std::string& path) = 0;  // EEXIST is an error
   virtual Status remove_file(const std::string& path) = 0;
   virtual Status remove_directory(const std::string& path) = 0;  // empty directories only
@@ -185,9 +188,9 @@ SNAPCACHE_API std::shared_ptr<FileSystem> posix_file_system();
 enum class FileSystemCall : int {
   open, pwrite, pread, fsync, fsync_directory, allocate, rename, make_directory, remove_file,
   remove_directory, stat, fstat, list_directory, space, map, lock, touch, open_directory,
-  reopen_uncached,
+  reopen_uncached, link,
 };
-inline constexpr int kFileSystemCalls = static_cast<int>(FileSystemCall::reopen_uncached) + 1;
+inline constexpr int kFileSystemCalls = static_cast<int>(FileSystemCall::link) + 1;
 SNAPCACHE_API const char* to_string(FileSystemCall call);
 
 // A FileSystem that forwards every call to another one (LevelDB's EnvWrapper): a wrapper that
@@ -208,6 +211,7 @@ class SNAPCACHE_API FileSystemWrapper : public FileSystem {
   Status fsync_directory(const std::string& path) override;
   Status allocate(int fd, std::uint64_t size) override;
   Status rename(const std::string& from, const std::string& to) override;
+  Status link(const std::string& from, const std::string& to) override;
   Status make_directory(const std::string& path) override;
   Status remove_file(const std::string& path) override;
   Status remove_directory(const std::string& path) override;
@@ -227,7 +231,7 @@ class SNAPCACHE_API FileSystemWrapper : public FileSystem {
 
  protected:
   // What each call does before it forwards: a status other than ok fails the call with it, and the
-  // target never sees the call. `path` is the call's path (both of a rename's, space-separated;
+  // target never sees the call. `path` is the call's path (both of a rename's or a link's, space-separated;
   // the name, for a call in a directory opened by descriptor), `fd` the descriptor it is made on
   // (-1 for none). This one admits every call.
   virtual Status admit(FileSystemCall call, std::string_view path, int fd);

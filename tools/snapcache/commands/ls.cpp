@@ -6,6 +6,17 @@
 #include "snapcache/key.h"
 
 namespace snapcache::cli {
+namespace {
+
+// The entries' sizes added up, where no two share a file; else the cache measured, which counts a
+// shared file once (the walk it takes is skipped where nothing is shared).
+std::uint64_t counted_once(Store& store, std::uint64_t total, std::uint64_t shared) {
+  if (shared == 0) return total;
+  auto measured = total_bytes(store);
+  return measured ? *measured : total;
+}
+
+}  // namespace
 
 Command add_ls(CLI::App& app, GlobalOptions& options) {
   auto* cmd = app.add_subcommand("ls", "List entries, most recently used first");
@@ -14,15 +25,16 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
             Store& store = ctx.store();
             if (ctx.options.json) {
               auto entries = entries_or_fail(store);
-              std::uint64_t total = 0;
+              std::uint64_t total = 0, shared = 0;
               json list = json::array();
               for (const auto& e : entries) {
                 total += e.bytes;
+                shared += e.shared_bytes;
                 list.push_back(entry_summary_json(e));
               }
               print_json({{"directory", store.config().directory},
                           {"entries", list},
-                          {"bytes", total},
+                          {"bytes", counted_once(store, total, shared)},
                           {"capacity_bytes", store.config().capacity_bytes}});
               return kOk;
             }
@@ -34,7 +46,7 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
             constexpr std::size_t kRowsThatSetWidths = 50;
             std::vector<std::vector<std::string>> first;
             std::size_t count = 0, leased = 0;
-            std::uint64_t total = 0;
+            std::uint64_t total = 0, shared = 0;
             auto flush_first = [&] {
               for (const auto& row : first) table.reserve(row);
               table.print_header();
@@ -44,6 +56,7 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
             Status listed = visit_entries(store, [&](EntryInfo e) {
               ++count;
               total += e.bytes;
+              shared += e.shared_bytes;
               leased += e.leased ? 1 : 0;
               std::vector<std::string> row;
               if (!e.manifest) {
@@ -68,8 +81,10 @@ Command add_ls(CLI::App& app, GlobalOptions& options) {
             });
             if (!first.empty()) flush_first();
             if (!listed) throw CliError(kFailure, listed.message());
-            say("{} {}{}, {} of {} capacity\n", count, count == 1 ? "entry" : "entries",
-                leased ? fmt::format(" ({} leased)", leased) : "", size(total), size(store.config().capacity_bytes));
+            say("{} {}{}, {} of {} capacity{}\n", count, count == 1 ? "entry" : "entries",
+                leased ? fmt::format(" ({} leased)", leased) : "", size(counted_once(store, total, shared)),
+                size(store.config().capacity_bytes),
+                shared ? fmt::format(" ({} of the sizes above in files entries share)", size(shared)) : "");
             return kOk;
           }};
 }

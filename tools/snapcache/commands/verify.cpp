@@ -49,9 +49,10 @@ int run(Context& ctx, const Options& o) {
   json results = json::array();
   std::size_t damaged = 0, errors = 0, repaired = 0;
   std::uint64_t hashed = 0;
+  VerifiedFiles verified;  // a file entries share is hashed once
   for (const auto& e : targets) {
     bar.set_label(e.id.substr(0, 12));
-    VerifyReport report = verify_entry(store, e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); });
+    VerifyReport report = verify_entry(store, e.id, [&bar](std::uint64_t bytes) { bar.add(bytes); }, verified);
     hashed += report.bytes_hashed;
     const bool bad = !report.status && is_entry_damage(report.status.code());
     // Gone or busy: evicted, replaced or being published while verify looked. That is not
@@ -83,13 +84,18 @@ int run(Context& ctx, const Options& o) {
                          {"status", outcome},
                          {"reason", report.status ? "" : report.status.message()},
                          {"bytes_hashed", report.bytes_hashed},
+                         {"bytes_proven_before", report.bytes_proven_before},
                          {"damaged_chunks", chunks},
                          {"removed", removed}});
       continue;
     }
     std::string what = e.manifest ? e.manifest->key.component : "-";
     if (report.status) {
-      lines.print_row({"ok", e.id.substr(0, 12), what, size(report.bytes_hashed)});
+      lines.print_row({"ok", e.id.substr(0, 12), what,
+                       report.bytes_proven_before
+                           ? fmt::format("{} (and {} shared with an entry above)", size(report.bytes_hashed),
+                                         size(report.bytes_proven_before))
+                           : size(report.bytes_hashed)});
       continue;
     }
     lines.print_row({bad ? "DAMAGED" : gone ? "gone" : skipped ? "skipped" : "ERROR", e.id.substr(0, 12), what,
