@@ -11,6 +11,7 @@
 #include "store/capacity.h"
 #include "store/entry_index.h"
 #include "store/size_ledger.h"
+#include "store/use_order.h"
 #include "store/layout.h"
 #include "store/miss_record.h"
 #include "util/clock.h"
@@ -37,6 +38,7 @@ bool is_atomic_leftover(const std::string& name) {
 }
 
 std::string kind_of(const FileIdentity& st) {
+  if (st.is_directory) return "a directory";
   if (st.is_symlink) return "a symbolic link";
   if (st.is_regular) return "a file";
   return "a special file (FIFO, socket or device)";
@@ -207,18 +209,39 @@ class Collector {
         auto records = fs_.list_directory(bucket);
         if (!records) continue;
         if (records->empty()) empty_index_directory(bucket);
-        for (const auto& r : *records) {
-          const std::string record = bucket + "/" + r.name;
-          auto found = fs_.stat(record, Follow::no);
-          if (!found) continue;
-          if (!store::is_entry_id(r.name) || !found->is_regular) {
-            stray(record, " in index/");
-            continue;
-          }
-          auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + r.name, Follow::no);
-          if (!entry && entry.status().code() == StatusCode::not_found)
-            take(record, "index record of an entry that is gone");
+        for (const auto& r : *records) record(cache, bucket + "/" + r.name, r.name, "index/");
+      }
+    }
+  }
+
+  // lru/ (store/use_order.h), like index/: what is not a record of an entry still there goes,
+  // and so do directories left empty, after the grace period.
+  void use_order(const std::string& cache) {
+    const std::string root = cache + "/" + store::kUseOrderDir;
+    auto st = fs_.stat(root, Follow::no);
+    if (!st) return;
+    if (!st->is_directory) return junk(root, *st, "where lru/ should be a directory");
+    auto thousands = fs_.list_directory(root);
+    if (!thousands) return;
+    for (const auto& t : *thousands) {
+      const std::string thousand = root + "/" + t.name;
+      if (!t.is_directory || !store::is_use_order_directory(t.name, "")) {
+        stray(thousand, " in lru/");
+        continue;
+      }
+      auto seconds = fs_.list_directory(thousand);
+      if (!seconds) continue;
+      if (seconds->empty()) empty_record_directory(thousand, "empty lru/ directory");
+      for (const auto& s : *seconds) {
+        const std::string second = thousand + "/" + s.name;
+        if (!s.is_directory || !store::is_use_order_directory(t.name, s.name)) {
+          stray(second, " in lru/");
+          continue;
         }
+        auto records = fs_.list_directory(second);
+        if (!records) continue;
+        if (records->empty()) empty_record_directory(second, "empty lru/ directory");
+        for (const auto& r : *records) record(cache, second + "/" + r.name, r.name, "lru/");
       }
     }
   }
@@ -233,9 +256,24 @@ class Collector {
     return false;
   }
 
-  void empty_index_directory(const std::string& path) {
+  void empty_index_directory(const std::string& path) { empty_record_directory(path, "empty index directory"); }
+
+  void empty_record_directory(const std::string& path, const std::string& reason) {
     auto st = fs_.stat(path, Follow::no);
-    if (st && old_enough(*st, grace_ns())) take(path, "empty index directory");
+    if (st && old_enough(*st, grace_ns())) take(path, reason);
+  }
+
+  // A record of index/ or lru/ (`where`): an empty file named after an entry that is still there.
+  void record(const std::string& cache, const std::string& path, const std::string& name, const std::string& where) {
+    auto found = fs_.stat(path, Follow::no);
+    if (!found) return;
+    if (!store::is_entry_id(name) || !found->is_regular) {
+      stray(path, " in " + where);
+      return;
+    }
+    auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + name, Follow::no);
+    if (!entry && entry.status().code() == StatusCode::not_found)
+      take(path, (where == "index/" ? "index record" : "lru/ record") + std::string(" of an entry that is gone"));
   }
 
   FileSystem& fs_;
@@ -293,6 +331,10 @@ Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOpti
   for (const auto& e : trash->names) c.trash(dir + "/" + store::kTrashDir + "/" + e.name);
   if (!options.strays) return c.take_items();
   c.index(dir);  // before the entries, which add the records they lack
+  c.use_order(dir);
+  // The size figure is a file the store replaces by rename; anything else there it cannot replace.
+  const std::string figure = dir + "/" + store::kSizeFile;
+  if (auto st = fs.stat(figure, Follow::no); st && !st->is_regular) c.junk(figure, *st, "where size should be a file");
   for (const auto& e : entries->names) {
     const std::string path = store.entry_path(e.name);
     // A symlink named like an entry is a stray: entry_strays would remove names in its target.

@@ -1,5 +1,6 @@
 #include "store/size_ledger.h"
 
+#include <cerrno>
 #include <charconv>
 
 #include "util/fmt.h"
@@ -76,7 +77,8 @@ Status count_reserved(FileSystem& fs, const std::string& cache_directory, const 
   auto figure = read_figure(fs, cache_directory);
   if (figure && write_figure(fs, cache_directory, *figure + bytes, AtomicFile::Durability::durable)) return Status::ok();
   Status removed = fs.remove_file(ledger_path(cache_directory));
-  if (removed || removed.code() == StatusCode::not_found) return Status::ok();
+  // A directory planted there is no figure either: nothing reads one as a figure.
+  if (removed || removed.code() == StatusCode::not_found || removed.sys_errno() == EISDIR) return Status::ok();
   return removed.with_context("count a reservation");
 }
 

@@ -18,14 +18,6 @@ constexpr std::int64_t kSecondsPerThousand = 1000;
 
 std::int64_t second_of(std::int64_t unix_ns) { return std::max<std::int64_t>(0, unix_ns / 1'000'000'000); }
 
-// A directory name of lru/: a number as we write it (decimal, no sign, no leading zero).
-std::optional<std::int64_t> parse_number(const std::string& name) {
-  if (name.empty() || name.size() > 18 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
-  if (ec != std::errc() || end != name.data() + name.size() || value < 0) return std::nullopt;
-  return value;
-}
 
 std::string thousand_path(const std::string& root, std::int64_t thousand) { return fmt::format("{}/{}", root, thousand); }
 std::string second_path(const std::string& root, std::int64_t second) {
@@ -47,11 +39,27 @@ std::vector<std::int64_t> numbers_in(FileSystem& fs, const std::string& path) {
   auto listed = fs.list_directory(path);
   if (!listed) return out;
   for (const auto& e : *listed)
-    if (auto n = parse_number(e.name); n && e.is_directory) out.push_back(*n);
+    if (auto n = use_order_number(e.name); n && e.is_directory) out.push_back(*n);
   return out;
 }
 
 }  // namespace
+
+std::optional<std::int64_t> use_order_number(const std::string& name) {
+  if (name.empty() || name.size() > 18 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
+  if (ec != std::errc() || end != name.data() + name.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+bool is_use_order_directory(const std::string& thousand, const std::string& second) {
+  auto t = use_order_number(thousand);
+  if (!t) return false;
+  if (second.empty()) return true;
+  auto s = use_order_number(second);
+  return s && *s / kSecondsPerThousand == *t;
+}
 
 void record_use(FileSystem& fs, const std::string& cache_directory, const std::string& id, std::int64_t unix_ns) {
   const std::string root = cache_directory + "/" + kUseOrderDir;

@@ -30,6 +30,11 @@ namespace snapcache::store {
 
 inline constexpr const char* kUseOrderDir = "lru";
 
+// What gc checks lru/ against (garbage.cpp): a directory name as the store writes it (decimal, no
+// sign, no leading zero), and whether `second` (when not empty) belongs in `thousand`.
+std::optional<std::int64_t> use_order_number(const std::string& name);
+bool is_use_order_directory(const std::string& thousand, const std::string& second);
+
 // Records entry `id` as used at `unix_ns` (a publication). Best effort.
 void record_use(FileSystem& fs, const std::string& cache_directory, const std::string& id, std::int64_t unix_ns);
 

@@ -5,9 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -245,4 +249,116 @@ TEST_CASE("the index a miss uses is untrusted: links are not followed, junk goes
   // Eviction takes the record with the entry.
   REQUIRE(remove_entry(*store, key_id(rank_key(1, 0))).is_ok());
   CHECK_FALSE(test::path_exists(record_path(cache, rank_key(1, 0))));
+}
+
+TEST_CASE("a planted size figure is not followed, not trusted when foreign, and never written through",
+          "[store][hostile][scale]") {
+  // What may stand at <dir>/size (store/size_ledger.h): a link to a file elsewhere, a second name
+  // of one, junk, a FIFO, a directory, a huge sparse file. Each time the publication that needs one
+  // eviction measures the cache instead, evicts exactly the least recently used entry, and the
+  // file elsewhere keeps its bytes and its mtime.
+  const std::vector<std::string> plants = {"symlink", "hard link", "junk", "fifo", "directory", "huge"};
+  for (const std::string& plant : plants) {
+    DYNAMIC_SECTION(plant) {
+      test::TempDir dir, outside_dir;
+      const std::string cache = dir / "cache";
+      auto store = old_cache(cache, 8, posix_file_system());
+      const std::string figure = cache + "/" + store::kSizeFile;
+      const std::string outside = outside_dir / "precious";
+      {
+        std::ofstream(outside) << "snapcache size 0\n";  // a figure that would let the cache outgrow
+      }
+      const timespec long_ago[2] = {{1'000'000'000, 0}, {1'000'000'000, 0}};
+      REQUIRE(::utimensat(AT_FDCWD, outside.c_str(), long_ago, 0) == 0);
+      if (plant == "symlink") REQUIRE(::symlink(outside.c_str(), figure.c_str()) == 0);
+      if (plant == "hard link") REQUIRE(::link(outside.c_str(), figure.c_str()) == 0);
+      if (plant == "junk") std::ofstream(figure) << "snapcache size -12\n";
+      if (plant == "fifo") REQUIRE(::mkfifo(figure.c_str(), 0600) == 0);
+      if (plant == "directory") {
+        REQUIRE(::mkdir(figure.c_str(), 0700) == 0);
+        std::ofstream(figure + "/inside") << "x";
+      }
+      if (plant == "huge") {
+        std::ofstream(figure) << "snapcache size 0\n";
+        REQUIRE(::truncate(figure.c_str(), 1ll << 30) == 0);
+      }
+      auto out = test::publish_raw(*store, test::store_key(1000), tiny_model(64));
+      REQUIRE(out.result == PublishResult::published);
+      REQUIRE(out.evicted.size() == 1);
+      CHECK(out.evicted[0].id == key_id(test::store_key(0)));
+      CHECK(total_bytes(*store).value() <= store->config().capacity_bytes);
+      struct stat st {};
+      REQUIRE(::stat(outside.c_str(), &st) == 0);
+      CHECK(st.st_mtim.tv_sec == 1'000'000'000);
+      std::ifstream in(outside);
+      std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(kept == "snapcache size 0\n");
+      // The figure the store keeps now is its own (a regular file of one name) and right; a
+      // directory holds the name until gc removes it as junk (each publication measures till then).
+      if (plant == "directory") {
+        auto collected = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = true});
+        REQUIRE(collected.is_ok());
+        CHECK(std::any_of(collected->begin(), collected->end(), [&](const GarbageItem& item) {
+          return item.path == figure && item.reason == "a directory where size should be a file";
+        }));
+      }
+      {
+        REQUIRE(::lstat(figure.c_str(), &st) == 0);
+        CHECK(S_ISREG(st.st_mode));
+        CHECK(st.st_nlink == 1);
+        CHECK(store::size_now(*store).value() == total_bytes(*store).value());
+      }
+    }
+  }
+}
+
+TEST_CASE("lru/ is untrusted: gc removes what is not a record of an entry still there, and follows no link",
+          "[store][hostile][scale]") {
+  test::TempDir dir, outside;
+  const std::string cache = dir / "cache";
+  auto store = *Store::open(test::test_config(cache));
+  const Key kept = test::store_key(1), gone = test::store_key(2);
+  REQUIRE(test::publish_raw(*store, kept, tiny_model(64)).result == PublishResult::published);
+  REQUIRE(test::publish_raw(*store, gone, tiny_model(64)).result == PublishResult::published);
+  REQUIRE(remove_entry(*store, key_id(gone)));  // its record stays until something reads it
+  const std::string root = cache + "/" + store::kUseOrderDir;
+  auto records_named = [&](const std::string& id) {
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+      if (e.path().filename() == id) found.push_back(e.path().string());
+    return found;
+  };
+  REQUIRE(records_named(key_id(kept)).size() == 1);
+  REQUIRE(records_named(key_id(gone)).size() == 1);
+  const std::string second = parent_of(records_named(key_id(kept))[0]);
+  const std::string thousand = parent_of(second);
+  const std::string precious = outside / "precious";
+  std::ofstream(precious) << "keep me";
+  std::ofstream(root + "/junk") << "x";
+  REQUIRE(::mkdir((root + "/01").c_str(), 0700) == 0);          // not a number as the store writes one
+  REQUIRE(::mkdir((thousand + "/5").c_str(), 0700) == 0);       // a second of another thousand
+  const std::string forged = second + "/" + std::string(32, 'a');
+  REQUIRE(::symlink(precious.c_str(), forged.c_str()) == 0);  // a link named like a record
+
+  auto collected = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = true});
+  REQUIRE(collected.is_ok());
+  std::set<std::string> removed;
+  for (const auto& item : *collected) removed.insert(item.path);
+  CHECK(removed.count(root + "/junk") == 1);
+  CHECK(removed.count(root + "/01") == 1);
+  CHECK(removed.count(thousand + "/5") == 1);
+  CHECK(removed.count(forged) == 1);
+  CHECK(records_named(key_id(kept)).size() == 1);  // the record of an entry still there stays
+  CHECK(records_named(key_id(gone)).empty());       // that of one gone goes
+  CHECK(test::path_exists(precious));
+
+  // lru/ itself a link to a directory elsewhere: the link goes, nothing there is listed or removed.
+  test::remove_path(root);
+  REQUIRE(::symlink(outside.path().c_str(), root.c_str()) == 0);
+  collected = collect_garbage(*store, {.dry_run = DryRun::no, .grace_seconds = 0, .strays = true});
+  REQUIRE(collected.is_ok());
+  CHECK(!test::path_exists(root));
+  CHECK(test::path_exists(precious));
+  // And the next publication that makes room still finds its entries (read from entries/).
+  REQUIRE(test::publish_raw(*store, test::store_key(3), tiny_model(64)).result == PublishResult::published);
 }
