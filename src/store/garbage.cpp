@@ -215,7 +215,10 @@ class Collector {
   }
 
   // lru/ (store/use_order.h), like index/: what is not a record of an entry still there goes,
-  // and so do directories left empty, after the grace period.
+  // and so do directories left empty, after the grace period. The records of entries removed
+  // (which eviction leaves, not knowing the second they are filed under) and the directories they
+  // leave go unreported: the store's own bookkeeping, which a user who evicted should not be told
+  // of as left over. What the store did not make there is reported.
   void use_order(const std::string& cache) {
     const std::string root = cache + "/" + store::kUseOrderDir;
     auto st = fs_.stat(root, Follow::no);
@@ -231,7 +234,7 @@ class Collector {
       }
       auto seconds = fs_.list_directory(thousand);
       if (!seconds) continue;
-      if (seconds->empty()) empty_record_directory(thousand, "empty lru/ directory");
+      if (seconds->empty()) drop_empty_directory(thousand);
       for (const auto& s : *seconds) {
         const std::string second = thousand + "/" + s.name;
         if (!s.is_directory || !store::is_use_order_directory(t.name, s.name)) {
@@ -240,7 +243,7 @@ class Collector {
         }
         auto records = fs_.list_directory(second);
         if (!records) continue;
-        if (records->empty()) empty_record_directory(second, "empty lru/ directory");
+        if (records->empty()) drop_empty_directory(second);
         for (const auto& r : *records) record(cache, second + "/" + r.name, r.name, "lru/");
       }
     }
@@ -256,11 +259,9 @@ class Collector {
     return false;
   }
 
-  void empty_index_directory(const std::string& path) { empty_record_directory(path, "empty index directory"); }
-
-  void empty_record_directory(const std::string& path, const std::string& reason) {
+  void empty_index_directory(const std::string& path) {
     auto st = fs_.stat(path, Follow::no);
-    if (st && old_enough(*st, grace_ns())) take(path, reason);
+    if (st && old_enough(*st, grace_ns())) take(path, "empty index directory");
   }
 
   // A record of index/ or lru/ (`where`): an empty file named after an entry that is still there.
@@ -272,8 +273,14 @@ class Collector {
       return;
     }
     auto entry = fs_.stat(cache + "/" + store::kEntriesDir + "/" + name, Follow::no);
-    if (!entry && entry.status().code() == StatusCode::not_found)
-      take(path, (where == "index/" ? "index record" : "lru/ record") + std::string(" of an entry that is gone"));
+    if (entry || entry.status().code() != StatusCode::not_found) return;
+    if (where == "index/") take(path, "index record of an entry that is gone");
+    else if (options_.dry_run == DryRun::no) (void)fs_.remove_file(path);
+  }
+
+  void drop_empty_directory(const std::string& path) {
+    auto st = fs_.stat(path, Follow::no);
+    if (st && old_enough(*st, grace_ns()) && options_.dry_run == DryRun::no) (void)fs_.remove_directory(path);
   }
 
   FileSystem& fs_;
