@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,7 +48,8 @@ class SNAPCACHE_API VerifiedFiles {
   void add(const FileIdentity& now, const DataFile& file);
 
  private:
-  std::vector<std::pair<FileIdentity, DataFile>> proven_;
+  // By (device, inode): a run over many entries that share many files finds each in log time.
+  std::multimap<std::pair<std::uint64_t, std::uint64_t>, std::pair<FileIdentity, DataFile>> proven_;
 };
 
 enum class EntryState { ok, damaged, unfinished };
@@ -233,6 +235,9 @@ SNAPCACHE_API Result<EvictOutcome> evict(Store& store, const EvictRequest& reque
 SNAPCACHE_API Result<std::vector<GarbageItem>> collect_garbage(Store& store, const GarbageOptions& options);
 // Bytes under entries/, tmp/ and trash/.
 SNAPCACHE_API Result<std::uint64_t> total_bytes(Store& store);
+// Bytes the entries `ids` take together: a file several of them share counts once. An entry removed
+// meanwhile counts nothing.
+SNAPCACHE_API Result<std::uint64_t> entries_bytes(Store& store, const std::vector<std::string>& ids);
 
 // Counters and recorded misses are observability, not data: they go through the store's file
 // system like every file of the cache, are best effort, and never change an outcome.

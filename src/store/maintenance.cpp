@@ -229,14 +229,16 @@ Result<EntryInfo> entry_info_with(Store& store, const std::string& id, const sto
 }  // namespace
 
 bool VerifiedFiles::contains(const FileIdentity& now, const DataFile& file) const {
-  return std::any_of(proven_.begin(), proven_.end(), [&](const auto& p) {
-    return p.first == now && p.second.size == file.size && p.second.chunk_size == file.chunk_size &&
-           p.second.chunk_hashes == file.chunk_hashes;
+  auto [first, last] = proven_.equal_range({now.device, now.inode});
+  return std::any_of(first, last, [&](const auto& p) {
+    const auto& [identity, proven] = p.second;
+    return identity == now && proven.size == file.size && proven.chunk_size == file.chunk_size &&
+           proven.chunk_hashes == file.chunk_hashes;
   });
 }
 
 void VerifiedFiles::add(const FileIdentity& now, const DataFile& file) {
-  if (!contains(now, file)) proven_.emplace_back(now, file);
+  if (!contains(now, file)) proven_.emplace(std::pair{now.device, now.inode}, std::pair{now, file});
 }
 
 VerifyReport verify_entry(Store& store, const std::string& id, const std::function<void(std::uint64_t)>& progress) {
