@@ -34,6 +34,19 @@ Result<std::uint64_t> total_bytes(Store& store) {
   return total;
 }
 
+Result<std::uint64_t> entries_bytes(Store& store, const std::vector<std::string>& ids) {
+  std::uint64_t total = 0;
+  FileKeys shared;
+  for (const std::string& id : ids) {
+    if (!store::is_entry_id(id)) return Status(StatusCode::invalid_argument, "not an entry id (32 lowercase hex digits)");
+    auto bytes = tree_size(store.fs(), store.entry_path(id), shared);
+    if (!bytes && bytes.status().code() == StatusCode::not_found) continue;
+    if (!bytes) return bytes.status().with_context("measure entry " + store::short_id(id));
+    total += *bytes;
+  }
+  return total;
+}
+
 namespace store {
 
 std::int64_t last_use_for_eviction(FileSystem& fs, const std::string& entry_path, std::int64_t lease_mtime_ns,

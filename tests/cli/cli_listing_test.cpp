@@ -320,4 +320,13 @@ TEST_CASE("cli ls and verify count a data file that two entries share once", "[c
   CHECK(later["bytes_hashed"] == 0);
   CHECK(later["bytes_proven_before"] == v["entries"][0]["bytes_hashed"]);
   CHECK(v["bytes_hashed"] == v["entries"][0]["bytes_hashed"]);
+
+  // Both entries are one component's: its space is the cache's, the shared file counted once.
+  auto stats = run_cli(with_dir(cache, {"stats", "--json"}));
+  INFO(stats.out);
+  REQUIRE(stats.exit_code == 0);
+  auto components = stats.json()["components"];
+  REQUIRE(components.size() == 1);
+  CHECK(components[0]["entries"] == 2);
+  CHECK(components[0]["bytes"].get<std::uint64_t>() == measured);
 }

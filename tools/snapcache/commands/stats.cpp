@@ -5,6 +5,8 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -70,6 +72,8 @@ void print_periods(const std::string& title, const std::string& unit, const std:
 struct ComponentSpace {
   std::size_t entries = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t shared = 0;  // of `bytes`, in files entries share (counted once below)
+  std::vector<std::string> ids;
 };
 
 int run(Context& ctx, const Options& o) {
@@ -95,11 +99,18 @@ int run(Context& ctx, const Options& o) {
     ComponentSpace& space_of = components[e.manifest ? e.manifest->key.component : std::string("(unknown)")];
     ++space_of.entries;
     space_of.bytes += e.bytes;
+    space_of.shared += e.shared_bytes;
+    space_of.ids.push_back(e.id);
     ok += e.state == EntryState::ok;
     damaged += e.state == EntryState::damaged;
     unfinished += e.state == EntryState::unfinished;
     leased += e.leased;
   }
+  // Entries of one model share the files whose bytes are equal: a component holding such files is
+  // measured once more, each file counted once.
+  for (auto& [_, space_of] : components)
+    if (space_of.shared > 0)
+      if (auto once = entries_bytes(store, space_of.ids)) space_of.bytes = *once;
   const std::uint64_t lookups = c.hits + c.misses + c.damaged + c.fallbacks;
   json hours = json::array();
   for (const Hour& h : c.history)
