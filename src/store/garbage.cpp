@@ -2,6 +2,7 @@
 // trash/, files in the cache directory that belong to no entry, and entries no load can reach.
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <optional>
 
 #include "format/manifest.h"
@@ -191,27 +192,9 @@ class Collector {
   // so do directories left empty (after the grace period: a publication may be about to add
   // to one). It decides nothing, so a part that cannot be read is left for the next gc.
   void index(const std::string& cache) {
-    const std::string index = cache + "/" + store::kIndexDir;
-    auto st = fs_.stat(index, Follow::no);
-    if (!st) return;
-    if (!st->is_directory) return junk(index, *st, "where index/ should be a directory");
-    auto components = fs_.list_directory(index);
-    if (!components) return;
-    for (const auto& c : *components) {
-      const std::string component = index + "/" + c.name;
-      if (!index_directory(component, c)) continue;
-      auto buckets = fs_.list_directory(component);
-      if (!buckets) continue;
-      if (buckets->empty()) empty_index_directory(component);
-      for (const auto& b : *buckets) {
-        const std::string bucket = component + "/" + b.name;
-        if (!index_directory(bucket, b)) continue;
-        auto records = fs_.list_directory(bucket);
-        if (!records) continue;
-        if (records->empty()) empty_index_directory(bucket);
-        for (const auto& r : *records) record(cache, bucket + "/" + r.name, r.name, "index/");
-      }
-    }
+    records_under(cache, store::kIndexDir, [](const std::string&, const DirEntry& e) {
+      return e.is_directory && store::is_index_hash_name(e.name);
+    });
   }
 
   // lru/ (store/use_order.h), like index/: what is not a record of an entry still there goes,
@@ -220,48 +203,54 @@ class Collector {
   // leave go unreported: the store's own bookkeeping, which a user who evicted should not be told
   // of as left over. What the store did not make there is reported.
   void use_order(const std::string& cache) {
-    const std::string root = cache + "/" + store::kUseOrderDir;
-    auto st = fs_.stat(root, Follow::no);
-    if (!st) return;
-    if (!st->is_directory) return junk(root, *st, "where lru/ should be a directory");
-    auto thousands = fs_.list_directory(root);
-    if (!thousands) return;
-    for (const auto& t : *thousands) {
-      const std::string thousand = root + "/" + t.name;
-      if (!t.is_directory || !store::is_use_order_directory(t.name, "")) {
-        stray(thousand, " in lru/");
-        continue;
-      }
-      auto seconds = fs_.list_directory(thousand);
-      if (!seconds) continue;
-      if (seconds->empty()) drop_empty_directory(thousand);
-      for (const auto& s : *seconds) {
-        const std::string second = thousand + "/" + s.name;
-        if (!s.is_directory || !store::is_use_order_directory(t.name, s.name)) {
-          stray(second, " in lru/");
-          continue;
-        }
-        auto records = fs_.list_directory(second);
-        if (!records) continue;
-        if (records->empty()) drop_empty_directory(second);
-        for (const auto& r : *records) record(cache, second + "/" + r.name, r.name, "lru/");
-      }
-    }
+    records_under(cache, store::kUseOrderDir, [](const std::string& thousand, const DirEntry& e) {
+      return e.is_directory && (thousand.empty() ? store::is_use_order_directory(e.name, "")
+                                                 : store::is_use_order_directory(thousand, e.name));
+    });
   }
 
   std::vector<GarbageItem> take_items() { return std::move(items_); }
 
  private:
-  // A component's or a checkpoint's directory in index/; anything else there is a stray.
-  bool index_directory(const std::string& path, const DirEntry& e) {
-    if (store::is_index_hash_name(e.name) && e.is_directory) return true;
-    stray(path, " in index/");
-    return false;
+  // index/ and lru/ are two levels of directories (`is_level` says which names belong: given the
+  // first level's name at the second) over records; anything else there is a stray.
+  void records_under(const std::string& cache, const char* dir,
+                     const std::function<bool(const std::string& first, const DirEntry&)>& is_level) {
+    const std::string root = cache + "/" + dir, where = std::string(dir) + "/";
+    auto st = fs_.stat(root, Follow::no);
+    if (!st) return;
+    if (!st->is_directory) return junk(root, *st, "where " + where + " should be a directory");
+    auto firsts = fs_.list_directory(root);
+    if (!firsts) return;
+    for (const auto& f : *firsts) {
+      const std::string first = root + "/" + f.name;
+      if (!is_level("", f)) {
+        stray(first, " in " + where);
+        continue;
+      }
+      auto seconds = fs_.list_directory(first);
+      if (!seconds) continue;
+      if (seconds->empty()) empty_directory(first, where);
+      for (const auto& s : *seconds) {
+        const std::string second = first + "/" + s.name;
+        if (!is_level(f.name, s)) {
+          stray(second, " in " + where);
+          continue;
+        }
+        auto records = fs_.list_directory(second);
+        if (!records) continue;
+        if (records->empty()) empty_directory(second, where);
+        for (const auto& r : *records) record(cache, second + "/" + r.name, r.name, where);
+      }
+    }
   }
 
-  void empty_index_directory(const std::string& path) {
+  // After the grace period; one of index/ is reported, one lru/ leaves behind goes unreported.
+  void empty_directory(const std::string& path, const std::string& where) {
     auto st = fs_.stat(path, Follow::no);
-    if (st && old_enough(*st, grace_ns())) take(path, "empty index directory");
+    if (!st || !old_enough(*st, grace_ns())) return;
+    if (where == "index/") take(path, "empty index directory");
+    else if (options_.dry_run == DryRun::no) (void)fs_.remove_directory(path);
   }
 
   // A record of index/ or lru/ (`where`): an empty file named after an entry that is still there.
@@ -278,10 +267,6 @@ class Collector {
     else if (options_.dry_run == DryRun::no) (void)fs_.remove_file(path);
   }
 
-  void drop_empty_directory(const std::string& path) {
-    auto st = fs_.stat(path, Follow::no);
-    if (st && old_enough(*st, grace_ns()) && options_.dry_run == DryRun::no) (void)fs_.remove_directory(path);
-  }
 
   FileSystem& fs_;
   const std::string& cache_directory_;
