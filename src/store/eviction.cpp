@@ -1,6 +1,7 @@
 // Eviction on request (the `snapcache evict` command): chosen entries, all, those unused for a
 // while, or least recently used ones down to a size. Leased entries are never evicted.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "util/fmt.h"
@@ -10,8 +11,28 @@
 #include "store/layout.h"
 #include "store/size_ledger.h"
 #include "util/clock.h"
+#include "util/file_io.h"
 
 namespace snapcache {
+namespace {
+
+// What a dry run would free by removing the entry at `path` beside the ones before it: its files
+// of one name, and each file of several names whose last name it is (`names_removed` counts, per
+// file, the names the run would have removed so far).
+std::uint64_t dry_run_frees(FileSystem& fs, const EntryInfo& e, std::map<FileKey, std::uint64_t>& names_removed) {
+  std::uint64_t freed = e.bytes - std::min(e.bytes, e.shared_bytes);
+  if (e.shared_bytes == 0) return freed;
+  auto names = fs.list_directory(e.path);
+  if (!names) return freed;
+  for (const DirEntry& name : *names) {
+    auto st = fs.stat(e.path + "/" + name.name, Follow::no);
+    if (!st || !st->is_regular || st->links < 2) continue;
+    if (++names_removed[{st->device, st->inode}] == st->links) freed += st->size;
+  }
+  return freed;
+}
+
+}  // namespace
 
 Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
   EvictOutcome out;
@@ -49,6 +70,7 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
   // Least recently used first, so --to-size keeps the entries in use.
   std::stable_sort(entries.begin(), entries.end(),
                    [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_unix_ns < b.last_use_unix_ns; });
+  std::map<FileKey, std::uint64_t> names_removed;  // a dry run's, of files entries share
   for (const EntryInfo& e : entries) {
     if (request.to_size && total <= *request.to_size) break;
     bool selected = wanted.empty() ? request.all || request.unused_for_seconds || request.to_size || request.stale
@@ -67,9 +89,7 @@ Result<EvictOutcome> evict(Store& store, const EvictRequest& request) {
         out.skipped.emplace_back(e.id, "entry is leased by " + describe_processes(e.lease_holders));
         continue;
       }
-      // What a removal would free: not the bytes of a file another entry shares (at least while
-      // the other stays; so a dry run may say less than the eviction frees).
-      const std::uint64_t freed = e.bytes - std::min(e.bytes, e.shared_bytes);
+      const std::uint64_t freed = dry_run_frees(store.fs(), e, names_removed);
       out.evicted.push_back(e.id);
       out.evicted_bytes.push_back(freed);
       out.evicted_stale.push_back(e.stale);

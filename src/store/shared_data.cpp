@@ -26,8 +26,7 @@ namespace {
 constexpr std::size_t kMaxTwins = 16;
 constexpr std::size_t kCompareBlock = 16 << 20;
 
-using Inode = std::pair<std::uint64_t, std::uint64_t>;  // device, inode
-Inode inode_of(const FileIdentity& id) { return {id.device, id.inode}; }
+FileKey inode_of(const FileIdentity& id) { return {id.device, id.inode}; }
 
 // An entry of the same component, leased (so no evictor removes it meanwhile) and
 // checked: every one of its data files is trusted as it is now.
@@ -71,7 +70,7 @@ bool same_bytes(FileSystem& fs, int a, int b, std::uint64_t size) {
 
 // The twins' files of these inodes just gained or lost a name. Each twin whose file changed in
 // nothing but its ctime (and its count of names) is given its new identity, in its verified stamp.
-void keep_twins_trusted(FileSystem& fs, std::vector<Twin>& twins, const std::set<Inode>& changed) {
+void keep_twins_trusted(FileSystem& fs, std::vector<Twin>& twins, const std::set<FileKey>& changed) {
   for (Twin& twin : twins) {
     bool moved = false;
     for (std::size_t f = 0; f < twin.check.identities.size(); ++f) {
@@ -98,7 +97,7 @@ std::uint64_t share_identical_data(Store& store, const std::string& entry_path, 
   std::vector<Twin> twins = trusted_twins(store, manifest.key, id);
   if (twins.empty()) return 0;
   std::uint64_t freed = 0;
-  std::set<Inode> changed;
+  std::set<FileKey> changed;
   for (DataFile& ours : manifest.files) {
     if (ours.size == 0) continue;
     auto own = open_in_cache(fs, entry_path + "/" + ours.name, OpenMode::read);
@@ -151,7 +150,7 @@ std::uint64_t share_identical_data(Store& store, const std::string& entry_path, 
 
 Status remove_sharing_tree(Store& store, const std::string& trash_path, const std::string& id) {
   FileSystem& fs = store.fs();
-  std::set<Inode> shared;
+  std::set<FileKey> shared;
   if (auto names = fs.list_directory(trash_path))
     for (const DirEntry& e : *names)
       if (auto st = fs.stat(trash_path + "/" + e.name, Follow::no); st && st->is_regular && st->links > 1)

@@ -62,7 +62,8 @@ enum class SharedFiles {
 Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, SharedFiles shared = SharedFiles::in_full);
 // The same, with each file of several names counted once among all the trees measured with
 // `seen` (its device and inode are added there): what the trees take on the disk together.
-using FileKeys = std::set<std::pair<std::uint64_t, std::uint64_t>>;
+using FileKey = std::pair<std::uint64_t, std::uint64_t>;  // device, inode
+using FileKeys = std::set<FileKey>;
 Result<std::uint64_t> tree_size(FileSystem& fs, const std::string& path, FileKeys& seen);
 // Both at once: what the tree holds, and how much of it is in files of several names.
 struct TreeBytes {

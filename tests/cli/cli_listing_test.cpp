@@ -329,4 +329,15 @@ TEST_CASE("cli ls and verify count a data file that two entries share once", "[c
   REQUIRE(components.size() == 1);
   CHECK(components[0]["entries"] == 2);
   CHECK(components[0]["bytes"].get<std::uint64_t>() == measured);
+
+  // A dry run frees a shared file with the last of its names it would remove, and no sooner.
+  auto one = run_cli(with_dir(cache, {"evict", "--dry-run", "--json", j["entries"][0]["id"].get<std::string>()}));
+  INFO(one.out);
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.json()["bytes_freed"].get<std::uint64_t>() < (1u << 20));
+  auto all = run_cli(with_dir(cache, {"evict", "--dry-run", "--json", "--all"}));
+  INFO(all.out);
+  REQUIRE(all.exit_code == 0);
+  CHECK(all.json()["bytes_freed"].get<std::uint64_t>() == measured);
+  CHECK(all.json()["bytes_after"] == 0);
 }
