@@ -51,40 +51,6 @@ std::string bucket_path(const std::string& cache_directory, const Key& key) {
   return index_path(cache_directory) + "/" + hash_name(key.component) + "/" + checkpoint_name(key);
 }
 
-enum class OtherCheckpoints { always, when_none };
-
-// Up to `max` ids under the component's directory: the key's checkpoint's, then (always, or only
-// when it has none) one of each other checkpoint's in turn.
-std::vector<std::string> records_of_component(FileSystem& fs, int component, const Key& key, std::size_t max,
-                                              OtherCheckpoints others) {
-  std::vector<std::string> out;
-  auto take = [&](const std::string& id) {
-    if (out.size() < max && is_entry_id(id) && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
-  };
-  const std::string checkpoint = checkpoint_name(key);
-  for (const auto& id : names_at(fs, component, checkpoint)) take(id);
-  if (out.size() >= max || (others == OtherCheckpoints::when_none && !out.empty())) return out;
-  // A checkpoint whose files changed since (touched, rewritten in place), or a copy of its files
-  // elsewhere, has another name here, since the name holds their stat.
-  auto buckets = fs.list_directory_at(component);
-  if (!buckets) return out;
-  std::vector<std::vector<std::string>> in_turn;
-  for (const auto& b : *buckets) {
-    if (in_turn.size() >= max) break;
-    if (b.name != checkpoint && is_index_hash_name(b.name)) in_turn.push_back(names_at(fs, component, b.name));
-  }
-  for (std::size_t round = 0; out.size() < max; ++round) {
-    bool any = false;
-    for (const auto& records : in_turn) {
-      if (round >= records.size()) continue;
-      any = true;
-      take(records[round]);
-    }
-    if (!any) break;
-  }
-  return out;
-}
-
 }  // namespace
 
 bool is_index_hash_name(const std::string& name) { return name.size() == kHashDigits && is_hex(name, 0, kHashDigits); }
@@ -136,17 +102,46 @@ std::optional<UniqueFd> component_directory(FileSystem& fs, const std::string& c
 
 std::vector<std::string> index_siblings(FileSystem& fs, const std::string& cache_directory, const Key& key,
                                         std::size_t max) {
+  std::vector<std::string> out;
   auto component = component_directory(fs, cache_directory, key);
-  if (!component || !component->valid()) return {};
-  return records_of_component(fs, component->get(), key, max, OtherCheckpoints::always);
+  if (!component || !component->valid()) return out;
+  for (auto& id : names_at(fs, component->get(), checkpoint_name(key)))
+    if (out.size() < max && is_entry_id(id)) out.push_back(std::move(id));
+  return out;
 }
 
 std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
                                                          const Key& key, std::size_t max) {
   auto component = component_directory(fs, cache_directory, key);
   if (!component) return std::nullopt;
-  if (!component->valid()) return std::vector<std::string>{};  // no entry of the component
-  return records_of_component(fs, component->get(), key, max, OtherCheckpoints::when_none);
+  std::vector<std::string> out;
+  if (!component->valid()) return out;  // no entry of the component
+  auto take = [&](const std::string& id) {
+    if (out.size() < max && is_entry_id(id) && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  const std::string checkpoint = checkpoint_name(key);
+  for (const auto& id : names_at(fs, component->get(), checkpoint)) take(id);
+  if (!out.empty()) return out;
+  // A checkpoint whose files changed since (touched, rewritten in place) has another name here,
+  // since the name holds their stat: one record of each other checkpoint of the component, in turn,
+  // for the keys read to tell which are the same files (same_checkpoint).
+  auto buckets = fs.list_directory_at(component->get());
+  if (!buckets) return out;
+  std::vector<std::vector<std::string>> in_turn;
+  for (const auto& b : *buckets) {
+    if (in_turn.size() >= max) break;
+    if (b.name != checkpoint && is_index_hash_name(b.name)) in_turn.push_back(names_at(fs, component->get(), b.name));
+  }
+  for (std::size_t round = 0; out.size() < max; ++round) {
+    bool any = false;
+    for (const auto& records : in_turn) {
+      if (round >= records.size()) continue;
+      any = true;
+      take(records[round]);
+    }
+    if (!any) break;
+  }
+  return out;
 }
 
 }  // namespace snapcache::store

@@ -41,10 +41,8 @@ void unindex_entry(FileSystem& fs, const std::string& cache_directory, const std
 std::optional<std::vector<std::string>> index_candidates(FileSystem& fs, const std::string& cache_directory,
                                                          const Key& key, std::size_t max);
 
-// Up to `max` ids of the entries of the key's component, by the index alone: its checkpoint's
-// first, then one of each other checkpoint's in turn (a copy of the files elsewhere, the files
-// touched): the entries that may hold the same bytes (store/shared_data.h). May name entries that
-// are gone.
+// Up to `max` ids of the entries of the key's component and checkpoint, by the index alone: the
+// entries that may hold the same bytes (store/shared_data.h). May name entries that are gone.
 std::vector<std::string> index_siblings(FileSystem& fs, const std::string& cache_directory, const Key& key,
                                         std::size_t max);
 

@@ -21,14 +21,14 @@
 namespace snapcache::store {
 namespace {
 
-// How many entries of the same component are looked at: those a Torch upgrade, an option or a copy
-// of the files left behind, not a whole cache's worth.
+// How many entries of the same component and checkpoint are looked at: those a Torch upgrade or an
+// option left behind, not a whole cache's worth.
 constexpr std::size_t kMaxTwins = 16;
 constexpr std::size_t kCompareBlock = 16 << 20;
 
 FileKey inode_of(const FileIdentity& id) { return {id.device, id.inode}; }
 
-// An entry of the same component, leased (so no evictor removes it meanwhile) and
+// An entry of the same component and checkpoint, leased (so no evictor removes it meanwhile) and
 // checked: every one of its data files is trusted as it is now.
 struct Twin {
   std::string path;

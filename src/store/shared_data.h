@@ -4,18 +4,17 @@
 // changes nothing in the tensors, a loader option that only changes how they are built), and each
 // such key would otherwise hold a full copy.
 //
-// A publication looks for its twins among the entries of the same component, its checkpoint's first
-// (the index, store/entry_index.h): an entry whose every data file is trusted (store/entry_check.h), with
+// A publication looks for its twins among the entries of the same component and checkpoint (the
+// index, store/entry_index.h): an entry whose every data file is trusted (store/entry_check.h), with
 // a file of the same size and chunk hashes as one of its own. Equal hashes only nominate: the
 // bytes are compared, and only a file proven equal byte for byte is shared. Nothing else is read
-// or written; a publication with no twin costs a listing of its component's index directories.
+// or written; a publication with no twin costs one listing of its index directory.
 //
 // A new name changes the shared file's ctime, and so does the removal of one, while an entry
-// trusts its data file only under the identity (ctime included) it recorded. So a publication that
-// adds a name and an eviction that removes one re-record, in the verified stamp, the identity of
-// each entry they checked that shares the file, when only the ctime moved; an entry not checked
-// (beyond the first few of its component; one whose sharer was quarantined, since the shared bytes
-// may be the damage) rehashes the file on its next load and records it then.
+// trusts its data file only under the identity (ctime included) it recorded. So whoever adds or
+// removes a name re-records, in the verified stamp, the identity of each entry it checked that
+// shares the file, when only the ctime moved; an entry it did not check (beyond the first few of
+// its component and checkpoint) rehashes the file on its next load and records it then.
 //
 // Counting: a file of several names is counted once in the cache's size (total_bytes), and not at
 // all in what removing one of its entries frees (util/file_io.h: SharedFiles).

@@ -113,27 +113,6 @@ TEST_CASE("entries whose data are the same bytes share one file, counted once an
   CHECK(last - total_bytes(*store).value() >= model.bytes());
 }
 
-TEST_CASE("a copy of a checkpoint's files elsewhere shares the data of the original's entry", "[store][shared]") {
-  test::TempDir dir;
-  auto store = *Store::open(test::test_config(dir.path()));
-  const test::RawModel model = test::raw_model(5, 2);
-  const Key original = test::store_key(5);
-  REQUIRE(test::publish_raw(*store, original, model).result == PublishResult::published);
-  // The same files copied to another directory (another place and stat, so another checkpoint in
-  // the key and in index/), loaded as the same component.
-  Key copy = original;
-  copy.checkpoint[0].path = "/elsewhere/model-5.safetensors";
-  copy.checkpoint[0].inode += 1000;
-  REQUIRE(key_id(copy) != key_id(original));
-  REQUIRE(test::publish_raw(*store, copy, model).result == PublishResult::published);
-  const struct stat a = data_file(dir.path(), original), b = data_file(dir.path(), copy);
-  CHECK(a.st_ino == b.st_ino);
-  CHECK(a.st_nlink == 2);
-  served_without_rehash(*store, original, model);
-  served_without_rehash(*store, copy, model);
-  counted_as_measured(*store);
-}
-
 TEST_CASE("a twin whose file changed since it was proven is not shared, nor is one a link cannot reach",
           "[store][shared]") {
   test::TempDir dir;
